@@ -1,0 +1,267 @@
+"""Datasets: Fashion-MNIST, CIFAR-10/100 and an ImageFolder "custom" dataset.
+
+Loaders yield *un-augmented* uint8 images (augmentation runs batched on the device, see
+``augment.py``): pretraining batches are ``(indexes, images, targets)``, validation batches
+``(images, targets)``, as solo-learn's. Small datasets live in memory as one uint8 tensor and are
+batched with ``__getitems__`` (one indexing op per batch instead of one per image).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)  # fmt: skip
+FASHION_MNIST_COARSE_CLASSES = ("tops", "trouser", "footwear", "bag")
+# tops: T-shirt, pullover, dress, coat, shirt; trouser; footwear: sandal, sneaker, ankle boot; bag
+FASHION_MNIST_COARSE = (0, 1, 0, 0, 0, 2, 0, 2, 3, 2)
+
+# CIFAR-100 fine label -> one of the 20 superclasses (torchvision's fine-label order)
+CIFAR100_COARSE = (
+    4, 1, 14, 8, 0, 6, 7, 7, 18, 3, 3, 14, 9, 18, 7, 11, 3, 9, 7, 11,
+    6, 11, 5, 10, 7, 6, 13, 15, 3, 15, 0, 11, 1, 10, 12, 14, 16, 9, 11, 5,
+    5, 19, 8, 8, 15, 13, 14, 17, 18, 10, 16, 4, 17, 4, 2, 0, 17, 4, 18, 17,
+    10, 3, 2, 12, 12, 16, 12, 1, 9, 19, 2, 10, 0, 1, 16, 12, 9, 13, 15, 13,
+    16, 19, 2, 4, 6, 19, 5, 5, 8, 19, 18, 1, 2, 15, 6, 0, 17, 8, 14, 13,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    num_classes: int | None  # None: counted from the folders
+    image_size: int | None  # None: set by data.image_size
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    coarse: tuple[int, ...] | None = None
+
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DATASETS: dict[str, DatasetInfo] = {
+    "fashionmnist": DatasetInfo(10, 28, (0.2860,) * 3, (0.3530,) * 3, FASHION_MNIST_COARSE),
+    "cifar10": DatasetInfo(10, 32, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": DatasetInfo(
+        100, 32, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), CIFAR100_COARSE
+    ),
+    "custom": DatasetInfo(None, None, IMAGENET_MEAN, IMAGENET_STD),
+}
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset that is not on this machine; the message says how to get it."""
+
+
+def coarse_labels(dataset: str) -> torch.Tensor | None:
+    """The fine -> coarse class map (Fashion-MNIST's 4 groups, CIFAR-100's 20 superclasses)."""
+    coarse = DATASETS[dataset].coarse
+    return None if coarse is None else torch.tensor(coarse, dtype=torch.long)
+
+
+class InMemoryImages(Dataset):
+    """uint8 images (N, C, H, W) and targets held in memory; batched indexing via __getitems__."""
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, with_index: bool) -> None:
+        if images.dtype != torch.uint8 or images.ndim != 4:
+            raise ValueError("images must be a uint8 tensor of shape (N, C, H, W)")
+        self.images, self.targets, self.with_index = images, targets.long(), with_index
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int):
+        return self.__getitems__([i])
+
+    def __getitems__(self, indices: Sequence[int]):
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        batch = (self.images[idx], self.targets[idx])
+        return (idx, *batch) if self.with_index else batch
+
+
+def _batch_is_ready(batch):
+    """collate_fn for datasets whose __getitems__ already returns a batch."""
+    return batch
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """Reads an IDX file (optionally gzipped): the format of (Fashion-)MNIST."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _find_idx(folder: Path, stem: str) -> Path | None:
+    for name in (stem, stem + ".gz"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def fashion_mnist_folders(train_path: str | None) -> list[Path]:
+    """Where Fashion-MNIST is looked for, in order."""
+    folders = []
+    if train_path:
+        folders += [Path(train_path), Path(train_path) / "FashionMNIST" / "raw"]
+    if os.environ.get("SOLO_HYPER_FASHION_MNIST"):
+        folders.append(Path(os.environ["SOLO_HYPER_FASHION_MNIST"]))
+    folders += [DEBIAN_FASHION_MNIST, Path("datasets") / "FashionMNIST" / "raw"]
+    return folders
+
+
+def locate_fashion_mnist(train_path: str | None) -> Path | None:
+    for folder in fashion_mnist_folders(train_path):
+        if _find_idx(folder, "train-images-idx3-ubyte") and _find_idx(
+            folder, "t10k-labels-idx1-ubyte"
+        ):
+            return folder
+    return None
+
+
+def load_fashion_mnist(
+    train: bool, train_path: str | None = None, download: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fashion-MNIST as (uint8 images (N, 1, 28, 28), targets) from Debian's package, a given
+    folder, or a torchvision download when allowed."""
+    folder = locate_fashion_mnist(train_path)
+    if folder is None and download:
+        from torchvision.datasets import FashionMNIST
+
+        root = Path(train_path or "datasets")
+        FashionMNIST(str(root), train=True, download=True)
+        FashionMNIST(str(root), train=False, download=True)
+        folder = locate_fashion_mnist(str(root))
+    if folder is None:
+        looked = ", ".join(str(f) for f in fashion_mnist_folders(train_path))
+        raise DatasetNotFoundError(
+            f"Fashion-MNIST not found (looked in: {looked}). Get it with "
+            "'sudo apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or point "
+            "data.train_path at a folder holding the four *-ubyte(.gz) files, or set "
+            "data.download=true to let torchvision download it."
+        )
+    prefix = "train" if train else "t10k"
+    images = _read_idx(_find_idx(folder, f"{prefix}-images-idx3-ubyte"))
+    labels = _read_idx(_find_idx(folder, f"{prefix}-labels-idx1-ubyte"))
+    return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
+
+
+def load_cifar(
+    name: str, train: bool, train_path: str | None = None, download: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CIFAR-10/100 through torchvision, as uint8 (N, 3, 32, 32) and targets."""
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    cls = CIFAR10 if name == "cifar10" else CIFAR100
+    root = train_path or "datasets"
+    try:
+        ds = cls(root, train=train, download=download)
+    except RuntimeError as err:
+        raise DatasetNotFoundError(
+            f"{name} not found under {root!r} ({err}). Set data.download=true to let torchvision "
+            f"download it, or point data.train_path at the folder that holds "
+            f"'{'cifar-10-batches-py' if name == 'cifar10' else 'cifar-100-python'}'."
+        ) from None
+    images = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).contiguous()
+    return images, torch.as_tensor(ds.targets, dtype=torch.long)
+
+
+class ImageFolderWithIndex(Dataset):
+    """An ImageFolder resized to a fixed size and returned as uint8 tensors (with its index)."""
+
+    def __init__(self, root: str, image_size: int, with_index: bool) -> None:
+        from torchvision import transforms
+        from torchvision.datasets import ImageFolder
+
+        transform = transforms.Compose(
+            [
+                transforms.Lambda(lambda im: im.convert("RGB")),
+                transforms.Resize(image_size),
+                transforms.CenterCrop(image_size),
+                transforms.PILToTensor(),
+            ]
+        )
+        self.folder = ImageFolder(root, transform=transform)
+        self.with_index = with_index
+        self.targets = torch.as_tensor(self.folder.targets, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getitem__(self, i: int):
+        image, target = self.folder[i]
+        return (i, image, target) if self.with_index else (image, target)
+
+
+def _subset(images: torch.Tensor, targets: torch.Tensor, n: int | None, seed: int):
+    """A fixed random subset of n images (stratification is not needed for these tiny runs)."""
+    if n is None or n >= len(targets):
+        return images, targets
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.randperm(len(targets), generator=g)[:n]
+    return images[keep], targets[keep]
+
+
+def build_datasets(data_cfg: dict, seed: int = 0) -> tuple[Dataset, Dataset, int]:
+    """(train dataset with indexes, validation dataset, number of classes) from the data config."""
+    name = data_cfg["dataset"]
+    train_path, download = data_cfg.get("train_path"), bool(data_cfg.get("download", False))
+    if name in ("fashionmnist", "cifar10", "cifar100"):
+        loader = load_fashion_mnist if name == "fashionmnist" else None
+        if loader is None:
+
+            def loader(train, train_path, download):
+                return load_cifar(name, train, train_path, download)
+
+        tr = _subset(*loader(True, train_path, download), data_cfg.get("train_subset"), seed)
+        va = _subset(*loader(False, train_path, download), data_cfg.get("val_subset"), seed + 1)
+        return (
+            InMemoryImages(*tr, with_index=True),
+            InMemoryImages(*va, with_index=False),
+            DATASETS[name].num_classes,
+        )
+    if name == "custom":
+        size = int(data_cfg["image_size"])
+        for key in ("train_path", "val_path"):
+            if not data_cfg.get(key) or not Path(data_cfg[key]).is_dir():
+                raise DatasetNotFoundError(
+                    f"custom dataset: data.{key}={data_cfg.get(key)!r} is not a folder; point it "
+                    "at an ImageFolder layout (one sub-folder of images per class)."
+                )
+        train = ImageFolderWithIndex(data_cfg["train_path"], size, with_index=True)
+        val = ImageFolderWithIndex(data_cfg["val_path"], size, with_index=False)
+        return train, val, len(train.folder.classes)
+    raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+
+
+def build_dataloaders(
+    data_cfg: dict, batch_size: int, seed: int = 0, shuffle: bool = True
+) -> tuple[DataLoader, DataLoader, int]:
+    """Pretraining and validation loaders plus the number of classes."""
+    train, val, num_classes = build_datasets(data_cfg, seed)
+    in_memory = isinstance(train, InMemoryImages)
+    workers = 0 if in_memory else int(data_cfg.get("num_workers", 4))
+    common = dict(
+        num_workers=workers,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers > 0,
+    )
+    if in_memory:
+        common["collate_fn"] = _batch_is_ready
+    g = torch.Generator().manual_seed(seed)
+    train_loader = DataLoader(
+        train, batch_size=batch_size, shuffle=shuffle, drop_last=True, generator=g, **common
+    )
+    val_loader = DataLoader(val, batch_size=batch_size, shuffle=False, drop_last=False, **common)
+    return train_loader, val_loader, num_classes

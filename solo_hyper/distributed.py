@@ -1,0 +1,56 @@
+"""torch.distributed helpers for losses whose negatives come from every rank."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["gather_with_grad", "rank", "world_size"]
+
+
+def _is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    """This process's rank (0 when torch.distributed is not initialised)."""
+    return dist.get_rank() if _is_distributed() else 0
+
+
+def world_size() -> int:
+    """Number of ranks (1 when torch.distributed is not initialised)."""
+    return dist.get_world_size() if _is_distributed() else 1
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """all_gather along dim 0 whose backward sums the gradients of every rank.
+
+    Each rank's loss uses every rank's rows, so the gradient of the summed losses w.r.t. this
+    rank's rows is the all-reduced (summed) gradient restricted to this rank's slice.  DDP then
+    averages parameter gradients, giving the gradient of the mean loss.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        x = x.contiguous()
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x)
+        ctx.rows = x.shape[0]
+        return torch.cat(parts, dim=0)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        grad = grad.contiguous().clone()  # all_reduce is in place; never touch autograd's buffer
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad.narrow(0, dist.get_rank() * ctx.rows, ctx.rows)
+
+
+def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate x (M, ...) from all ranks into (world_size * M, ...), rank-major, keeping
+    gradients.  Every rank must pass the same shape.  Identity without torch.distributed or
+    with a single rank.  Integer tensors (e.g. targets) pass through the same path without
+    gradients.
+    """
+    if world_size() == 1:
+        return x
+    return _GatherWithGrad.apply(x)

@@ -1,0 +1,1 @@
+"""Evaluation: comparisons of runs, offline linear/kNN probes, robustness, hierarchy metrics."""

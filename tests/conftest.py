@@ -1,0 +1,74 @@
+"""Shared helpers for the tests: tiny configs and fake in-memory data."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("PL_DISABLE_FORK", "1")
+torch.set_num_threads(2)
+warnings.filterwarnings("ignore")
+
+
+def tiny_config(method: str, **sections) -> dict:
+    """A base config dict for a fast CPU run on 28 px images with the small CNN."""
+    cfg = {
+        "name": f"test-{method}",
+        "method": method,
+        "backbone": {"name": "small_cnn", "kwargs": {"width": 8}},
+        "method_kwargs": {"proj_hidden_dim": 16, "proj_output_dim": 8},
+        "data": {"dataset": "fashionmnist", "train_subset": 64, "val_subset": 32},
+        "augmentations": [{"crop_size": 28, "num_crops": 2}],
+        "optimizer": {"name": "sgd", "batch_size": 16, "lr": 0.05},
+        "scheduler": {"name": "warmup_cosine", "warmup_epochs": 0},
+        "knn_eval": {"enabled": True, "k": 5},
+        "checkpoint": {"enabled": False},
+        "auto_resume": {"enabled": False},
+        "max_epochs": 1,
+        "accelerator": "cpu",
+        "devices": 1,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "log_every_n_steps": 1,
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    if method not in ("hcl", "shcl", "rhcl", "rocl", "ebclr") and "method_kwargs" not in sections:
+        cfg["method_kwargs"] = {"proj_hidden_dim": 16, "proj_output_dim": 8}
+    return cfg
+
+
+def fake_loaders(
+    n: int = 64, batch_size: int = 16, num_classes: int = 10, size: int = 28, channels: int = 1
+):
+    """Pretraining and validation loaders over random uint8 images (solo-learn's batch layout)."""
+    from torch.utils.data import DataLoader
+
+    from solo_hyper.data import InMemoryImages, _batch_is_ready
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (n, channels, size, size), dtype=torch.uint8, generator=g)
+    targets = torch.randint(0, num_classes, (n,), generator=g)
+    train = InMemoryImages(images, targets, with_index=True)
+    val = InMemoryImages(images[: n // 2], targets[: n // 2], with_index=False)
+    kw = dict(batch_size=batch_size, collate_fn=_batch_is_ready)
+    return DataLoader(train, shuffle=True, drop_last=True, **kw), DataLoader(val, **kw)
+
+
+@pytest.fixture
+def fashion_mnist_available() -> bool:
+    from solo_hyper.data import locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail(
+            "Fashion-MNIST is required for this test: run ./scripts/bootstrap.sh "
+            "(installs Debian's dataset-fashion-mnist)"
+        )
+    return True

@@ -1,0 +1,94 @@
+"""The kornia pipeline: per-sample randomness, shapes, ranges, devices."""
+
+from __future__ import annotations
+
+import torch
+
+from solo_hyper.augment import DeviceAugmentation, blur_kernel_size, with_defaults
+
+MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+
+
+def full_entry(**kw):
+    entry = {
+        "crop_size": 24, "num_crops": 2,
+        "color_jitter": {"prob": 1.0}, "grayscale": {"prob": 0.5}, "gaussian_blur": {"prob": 0.5},
+        "solarization": {"prob": 0.5}, "equalization": {"prob": 0.5}, "horizontal_flip": {"prob": 0.5},
+    }  # fmt: skip
+    entry.update(kw)
+    return entry
+
+
+def test_shapes_channels_and_pixel_range():
+    aug = DeviceAugmentation([full_entry(), {"crop_size": 12, "num_crops": 3}], MEAN, STD)
+    images = torch.randint(0, 256, (8, 1, 28, 28), dtype=torch.uint8)
+    crops = aug.crops(images, normalize=False)
+    assert [c.shape for c in crops] == [(8, 3, 24, 24)] * 2 + [(8, 3, 12, 12)] * 3
+    for c in crops:
+        assert c.dtype == torch.float32 and c.min() >= 0 and c.max() <= 1
+    assert aug.num_crops == 5
+
+
+def test_normalisation_uses_mean_and_std():
+    aug = DeviceAugmentation(
+        [
+            {
+                "crop_size": 28,
+                "rrc": {"enabled": False},
+                "color_jitter": {"prob": 0},
+                "grayscale": {"prob": 0},
+                "horizontal_flip": {"prob": 0},
+            }
+        ],
+        MEAN,
+        STD,
+    )
+    images = torch.full((2, 3, 28, 28), 255, dtype=torch.uint8)
+    (crop, _) = aug.crops(images)
+    assert torch.allclose(crop, torch.full_like(crop, (1 - 0.5) / 0.25))
+
+
+def test_every_image_gets_its_own_parameters():
+    """The same image repeated in a batch must come out differently (per-sample randomness)."""
+    aug = DeviceAugmentation([full_entry()], MEAN, STD)
+    image = torch.randint(0, 256, (1, 3, 28, 28), dtype=torch.uint8)
+    torch.manual_seed(0)
+    crops = aug.crops(image.repeat(16, 1, 1, 1), normalize=False)[0]
+    distinct = {tuple(c.flatten()[:50].tolist()) for c in crops}
+    assert len(distinct) > 8
+
+
+def test_views_of_one_image_differ_between_crops():
+    aug = DeviceAugmentation([full_entry()], MEAN, STD)
+    images = torch.randint(0, 256, (4, 3, 28, 28), dtype=torch.uint8)
+    a, b = aug.crops(images)
+    assert not torch.allclose(a, b)
+
+
+def test_seeded_runs_are_identical():
+    aug = DeviceAugmentation([full_entry()], MEAN, STD)
+    images = torch.randint(0, 256, (4, 3, 28, 28), dtype=torch.uint8)
+    torch.manual_seed(3)
+    first = aug.crops(images)
+    torch.manual_seed(3)
+    second = aug.crops(images)
+    assert all(torch.equal(x, y) for x, y in zip(first, second))
+
+
+def test_evaluation_view_resizes_and_centre_crops():
+    aug = DeviceAugmentation([{"crop_size": 32}], MEAN, STD)
+    out = aug.evaluation_view(torch.randint(0, 256, (2, 3, 40, 64), dtype=torch.uint8))
+    assert out.shape == (2, 3, 32, 32)
+    same = aug.evaluation_view(torch.zeros(2, 1, 32, 32, dtype=torch.uint8), normalize=False)
+    assert same.shape == (2, 3, 32, 32) and same.abs().max() == 0
+
+
+def test_defaults_fill_missing_keys_and_blur_kernel_is_odd():
+    e = with_defaults({"color_jitter": {"prob": 0.3}})
+    assert e["color_jitter"]["brightness"] == 0.4 and e["color_jitter"]["prob"] == 0.3
+    assert blur_kernel_size(224) == 23 and blur_kernel_size(28) == 3 and blur_kernel_size(32) == 3
+
+
+def test_module_moves_with_the_model():
+    aug = DeviceAugmentation([{"crop_size": 28}], MEAN, STD).to(torch.float64)
+    assert aug.mean.dtype == torch.float64
