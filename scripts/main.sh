@@ -10,4 +10,4 @@ cd "$root"
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore}"
 exec .venv/bin/python -m solo_hyper compare \
   --configs configs/pretrain/fashionmnist/simclr.yaml configs/pretrain/fashionmnist/hcl.yaml \
-  --out results/main "$@"
+  --epochs 3 --set data.train_subset=20000 --out results/main "$@"

@@ -63,7 +63,8 @@ DEFAULTS: dict[str, Any] = {
         "lr_decay_steps": None,
     },
     "knn_eval": {"enabled": True, "k": 20},
-    "checkpoint": {"enabled": True, "dir": "runs", "frequency": 1},
+    # frequency: keep a checkpoint every N epochs; every_n_steps: refresh last.ckpt mid-epoch
+    "checkpoint": {"enabled": True, "dir": "runs", "frequency": 1, "every_n_steps": None},
     "auto_resume": {"enabled": True},
     "wandb": {"enabled": False, "project": "solo-hyper", "entity": None, "offline": False},
     "nan_guard": {"enabled": True},

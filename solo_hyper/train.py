@@ -21,6 +21,7 @@ import yaml
 from solo_hyper.backbones import BACKBONES
 from solo_hyper.config import ConfigError, closest, complete, crop_counts, load_config, validate
 from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
+from solo_hyper.guards import NonFiniteLossGuard, newest_checkpoint
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -101,6 +102,11 @@ def prepare(
         raise ConfigError(
             f"method {name!r} needs 2 large crops (augmentations.0.num_crops=2), got {large}"
         )
+    if hasattr(cls, "check_config"):  # method checks that need the whole config (EBCLR: memory)
+        try:
+            cls.check_config(cfg)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     crop = cfg["augmentations"][0].get("crop_size", 32)
     return Prepared(cfg, cls, image_size, (large, small), crop <= SMALL_IMAGE_SIZE)
 
@@ -114,11 +120,6 @@ def trainer_kwargs(cfg: dict) -> dict:
     if kwargs.get("strategy") is None:
         kwargs.pop("strategy", None)
     return kwargs
-
-
-def find_resume_checkpoint(run_dir: Path) -> Path | None:
-    last = run_dir / "last.ckpt"
-    return last if last.is_file() else None
 
 
 class Throughput(pl.Callback):
@@ -139,13 +140,35 @@ class Throughput(pl.Callback):
         return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
+def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
+    """Epoch checkpoints (every ``frequency`` epochs, all kept) and a ``last.ckpt`` that is also
+    refreshed every ``every_n_steps`` training steps, so that a killed run loses little."""
+    ck = cfg["checkpoint"]
+    if not ck["enabled"]:
+        return []
+    out = [
+        pl.callbacks.ModelCheckpoint(
+            dirpath=str(run_dir), filename="{epoch}", save_last=True, save_top_k=-1,
+            every_n_epochs=int(ck["frequency"]),
+        )  # fmt: skip
+    ]
+    if ck.get("every_n_steps"):
+        out.append(
+            pl.callbacks.ModelCheckpoint(
+                dirpath=str(run_dir), save_last=True, save_top_k=0,
+                every_n_train_steps=int(ck["every_n_steps"]),
+            )  # fmt: skip
+        )
+    return out
+
+
 def peak_memory_mb(device: torch.device | None = None) -> float:
     if device is not None and device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def pretrain(prep: Prepared, quiet: bool = False) -> dict:
+def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
     """Trains a prepared config and returns (and writes) its result summary."""
     cfg = prep.cfg
     pl.seed_everything(int(cfg["seed"]), workers=True)
@@ -160,23 +183,18 @@ def pretrain(prep: Prepared, quiet: bool = False) -> dict:
     model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
 
     run_dir = Path(cfg["checkpoint"]["dir"]) / (cfg["name"] or cfg["method"])
-    resume = find_resume_checkpoint(run_dir) if cfg["auto_resume"]["enabled"] else None
+    resume = newest_checkpoint(run_dir) if cfg["auto_resume"]["enabled"] else None
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "config.yaml", "w") as f:
-        yaml.safe_dump(cfg, f, sort_keys=False)
+    if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
+        with open(run_dir / "config.yaml", "w") as f:
+            yaml.safe_dump(cfg, f, sort_keys=False)
 
     throughput = Throughput()
-    callbacks: list = [throughput]
-    if cfg["checkpoint"]["enabled"]:
-        callbacks.append(
-            pl.callbacks.ModelCheckpoint(
-                dirpath=run_dir,
-                filename="{epoch}",
-                save_last=True,
-                save_top_k=1,
-                every_n_epochs=int(cfg["checkpoint"]["frequency"]),
-            )  # fmt: skip
-        )
+    callbacks = [*callbacks, throughput, *checkpoint_callbacks(cfg, run_dir)]
+    if cfg["nan_guard"]["enabled"]:
+        callbacks.append(NonFiniteLossGuard(run_dir))
+    # methods may bring their own callbacks (EBCLR: the replay buffer)
+    callbacks += list(getattr(model, "extra_callbacks", lambda: [])())
     loggers: list = [pl.loggers.CSVLogger(save_dir=str(run_dir), name="logs")]
     if cfg["wandb"]["enabled"]:
         w = cfg["wandb"]
@@ -213,8 +231,11 @@ def pretrain(prep: Prepared, quiet: bool = False) -> dict:
         "images_per_s": round(throughput.images_per_second, 1),
         "peak_memory_mb": round(peak_memory_mb(model.device), 1),
         "online_linear_acc1": metrics.get("val_acc1"),
-        # solo reports the online probe in percent; the kNN metric here is a fraction
-        "knn_acc1": None if "val_knn_acc1" not in metrics else 100 * metrics["val_knn_acc1"],
+        # the online probe is in percent; the adapter's kNN metric is a fraction (1.0.2) or in
+        # percent (main), see adapter.KNN_PERCENT
+        "knn_acc1": None
+        if "val_knn_acc1" not in metrics
+        else (1 if getattr(adapter, "KNN_PERCENT", False) else 100) * metrics["val_knn_acc1"],
         "metrics": metrics,
         "run_dir": str(run_dir),
     }
