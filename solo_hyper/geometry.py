@@ -12,7 +12,9 @@ floored (their gradient at zero distance is then zero instead of infinite).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -31,6 +33,30 @@ __all__ = [
     "poincare_distance_matrix",
     "project",
 ]
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def hyperbolic_float32(fn: Callable) -> Callable:
+    """Runs a geometry function in float32 (or float64) outside autocast.
+
+    Near the boundary 1 - c||x||^2 is tiny and the Gram form cancels: half precision (an
+    autocast matmul, or bf16 inputs) turns self-distances of 0 into ~6. Half inputs are
+    upcast; float32/float64 inputs are left as they are.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        device = tensors[0].device.type if tensors else "cpu"
+        args = tuple(
+            a.float() if isinstance(a, torch.Tensor) and a.dtype in _HALF else a for a in args
+        )
+        with torch.autocast(device_type=device, enabled=False):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def check_curvature(c: Curvature) -> None:
@@ -63,8 +89,9 @@ def _sqrt(c: Curvature) -> Curvature:
 def _norm(x: torch.Tensor, scale: Curvature = 1.0) -> torch.Tensor:
     """scale * ||x|| over the last dim (keepdim), floored at the smallest normal number.
 
-    Every caller divides f(s) by s with f(s) ~ s near 0, so the floor never changes a value
-    but keeps 0/0 (and subnormals flushed to zero) away from values and gradients.
+    Callers use it as f(s)/s with f(s) ~ s near 0, or in min(1, r/s), which is 1 for tiny s:
+    the floor never changes a value but keeps 0/0 (and subnormals flushed to zero) away from
+    values and gradients.
     """
     return (scale * x.norm(dim=-1, keepdim=True)).clamp_min(torch.finfo(x.dtype).tiny)
 
@@ -74,6 +101,7 @@ def _artanh_below_one(x: torch.Tensor) -> torch.Tensor:
     return torch.atanh(x.clamp_max(1.0 - torch.finfo(x.dtype).eps))
 
 
+@hyperbolic_float32
 def expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Exponential map at the origin (Eq. 3 with x = 0): tanh(sqrt(c)||v||) v / (sqrt(c)||v||).
 
@@ -85,6 +113,7 @@ def expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     return v * (torch.tanh(scaled_norm) / scaled_norm)
 
 
+@hyperbolic_float32
 def logmap0(y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Logarithmic map at the origin, inverse of :func:`expmap0`:
     artanh(sqrt(c)||y||) y / (sqrt(c)||y||)."""
@@ -93,6 +122,7 @@ def logmap0(y: torch.Tensor, c: Curvature) -> torch.Tensor:
     return y * (_artanh_below_one(scaled_norm) / scaled_norm)
 
 
+@hyperbolic_float32
 def project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Rescale rows with ||x|| > (1 - eps)/sqrt(c) onto that norm; eps = :func:`ball_margin`.
 
@@ -115,6 +145,7 @@ def clip_features(v: torch.Tensor, r: float) -> torch.Tensor:
     return v * (r / _norm(v)).clamp_max(1.0)
 
 
+@hyperbolic_float32
 def mobius_add(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Mobius addition (Eq. 1), broadcasting over leading dims:
 
@@ -130,6 +161,7 @@ def mobius_add(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
     return numerator / denominator
 
 
+@hyperbolic_float32
 def poincare_distance(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Row-wise geodesic distance (Eq. 2): (2/sqrt c) artanh(sqrt(c) ||(-x) (+)_c y||).
 
@@ -168,6 +200,7 @@ def _conformal_denominator(sq_norm: torch.Tensor, c: Curvature) -> torch.Tensor:
     return (1 - c * sq_norm).clamp_min(torch.finfo(sq_norm.dtype).eps)
 
 
+@hyperbolic_float32
 def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """All pairwise distances (N, M) between x (N, D) and y (M, D), from Gram matrices only.
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from solo_hyper.distributed import gather_with_grad, rank
 from solo_hyper.geometry import (
@@ -82,8 +83,6 @@ def contrastive_loss(
         else:
             a, b = poincare_distance_factors(z, z_all, c)
             scale = 2 / (temperature * (c.sqrt() if isinstance(c, torch.Tensor) else c**0.5))
-        if not isinstance(scale, torch.Tensor):
-            scale = torch.tensor(float(scale), dtype=z.dtype, device=z.device)
         return _FusedInfoNCE.apply(
             a, b, scale, targets, targets_all, offset, distance == "poincare"
         )
@@ -97,7 +96,8 @@ def _validate(
     if isinstance(temperature, torch.Tensor):
         if temperature.numel() != 1:
             raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
-        if temperature.device.type == "cpu" and not float(temperature.detach()) > 0:
+        on_cpu = temperature.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and not float(temperature.detach()) > 0:  # no device sync for GPU tensors
             raise ValueError(f"temperature must be > 0, got {float(temperature)}")
     elif not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -133,9 +133,10 @@ def _info_nce_from_logits(
 class _FusedInfoNCE(torch.autograd.Function):
     """The N x M part of the loss with a hand-written backward.
 
-    Inputs a (N, K), b (M, K), scale s (0-dim): P = a b^T and logits L = s * phi(P), with
-    phi(P) = P (cosine: a, b unit rows) or phi(P) = -asinh(sqrt(max(P, floor))) (Poincare:
-    a, b from ``poincare_distance_factors``, P = q, s = 2/(sqrt(c) tau)).
+    Inputs a (N, K), b (M, K) and a scale s (python float, or a 0-dim tensor when c or tau is
+    learnable): P = a b^T and logits L = s * phi(P), with phi(P) = P (cosine: a, b unit rows)
+    or phi(P) = -asinh(sqrt(max(P, floor))) (Poincare: a, b from
+    ``poincare_distance_factors``, P = q, s = 2/(sqrt(c) tau)).
     With softmax p over a != i and w_ij = [j in P(i)] / |P(i)|, the loss is the mean over the
     n valid anchors of lse_i - sum_j w_ij L_ij, so
 
@@ -143,8 +144,9 @@ class _FusedInfoNCE(torch.autograd.Function):
         dLoss/da = G b,  dLoss/db = G^T a   (G = dLoss/dP),   dLoss/ds = sum_ij dLoss/dL_ij L_ij / s.
 
     Autograd would keep and traverse ~10 N x M intermediates; this keeps exp(L - rowmax), the
-    positive mask and P (Poincare only), works in place where it can, and leaves the
-    O((N + M) K) rest (norms, conformal factors, curvature, all_gather) to autograd.
+    boolean positive mask and phi'(P) (Poincare only, written over P), works in place where it
+    can, and leaves the O((N + M) K) rest (norms, conformal factors, curvature, all_gather) to
+    autograd.
     """
 
     @staticmethod
@@ -152,7 +154,7 @@ class _FusedInfoNCE(torch.autograd.Function):
         ctx,
         a: torch.Tensor,
         b: torch.Tensor,
-        scale: torch.Tensor,
+        scale: float | torch.Tensor,
         targets: torch.Tensor,
         targets_all: torch.Tensor,
         offset: int,
@@ -160,20 +162,25 @@ class _FusedInfoNCE(torch.autograd.Function):
     ) -> torch.Tensor:
         floor = _sq_distance_floor(a.dtype)
         products = a @ b.T
+        dphi = None
         if hyperbolic:
             products.clamp_min_(floor)
             # asinh(r) = log(r + sqrt(1 + r^2)): torch.asinh is not vectorised on CPU (~50x a log).
             # For small r this loses relative (not absolute) accuracy, far below the Gram error.
             logits = products.sqrt()
             logits.add_(products.add(1).sqrt_()).log_().mul_(-scale)
+            if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+                # 2 d asinh(sqrt q)/dq = 1/sqrt(q + q^2), written over q; 0 where q was floored
+                # (threshold sends q <= floor to inf).
+                dphi = torch.threshold_(products, floor, float("inf"))
+                dphi.addcmul_(dphi, dphi).rsqrt_()
         else:
             logits = products.mul_(scale)
-            products = None
 
-        weights = torch.eq(targets[:, None], targets_all[None, :], out=torch.empty_like(logits))
-        _self_pairs(weights, offset).zero_()
-        count = weights.sum(dim=1)
-        positive_logit_sum = torch.linalg.vecdot(logits, weights)
+        positives = targets[:, None] == targets_all[None, :]
+        _self_pairs(positives, offset).fill_(False)
+        count = positives.sum(dim=1).to(logits.dtype)
+        positive_logit_sum = (logits * positives).sum(dim=1)
 
         self_logits = _self_pairs(logits, offset)
         self_logits.fill_(float("-inf"))
@@ -196,26 +203,32 @@ class _FusedInfoNCE(torch.autograd.Function):
             self_logits.zero_()
             row_dot = softmax_scale * torch.linalg.vecdot(exp_logits, logits) - positive_logit_sum
             grad_scale = (row_dot * row_weight).sum() / scale
-        ctx.save_for_backward(a, b, scale, exp_logits, weights, softmax_scale, row_weight, products)
+        learnable_scale = scale if isinstance(scale, torch.Tensor) else None
+        ctx.save_for_backward(
+            a, b, exp_logits, positives, softmax_scale, row_weight, dphi, learnable_scale
+        )
+        ctx.float_scale = None if learnable_scale is not None else scale
         ctx.grad_scale = grad_scale
-        ctx.hyperbolic, ctx.floor = hyperbolic, floor
+        ctx.hyperbolic = hyperbolic
         return per_anchor.sum() / n_valid
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_loss: torch.Tensor):  # type: ignore[override]
-        a, b, scale, exp_logits, weights, softmax_scale, row_weight, products = ctx.saved_tensors
-        grad = exp_logits * softmax_scale[:, None]
-        grad.sub_(weights)
-        row_weight = row_weight * grad_loss
-
+        a, b, exp_logits, positives, softmax_scale, row_weight, dphi, scale = ctx.saved_tensors
+        if scale is None:
+            scale = ctx.float_scale
         grad_scale = None
         if ctx.grad_scale is not None:
             grad_scale = (ctx.grad_scale * grad_loss).reshape(scale.shape).to(scale.dtype)
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None, None, grad_scale, None, None, None, None
+
+        grad = exp_logits * softmax_scale[:, None]
+        grad.add_(positives, alpha=-1)
+        row_weight = row_weight * grad_loss
 
         if ctx.hyperbolic:
-            # d asinh(sqrt q)/dq = 1 / (2 sqrt(q + q^2)), zero where q was floored (q -> inf).
-            dphi = torch.threshold(products, ctx.floor, float("inf"))
-            dphi.addcmul_(dphi, dphi).rsqrt_()
             grad.mul_(dphi)
             row_weight = row_weight * (-0.5 * scale)
         else:
