@@ -72,6 +72,8 @@ def load_pretrained(path: str | Path, expect_method: str | None = None):
         raise CheckpointError(
             f"{ckpt['_path']!r} is a checkpoint of method {method!r}, not {expect_method!r}"
         )
+    if "classifier.weight" not in ckpt["state_dict"]:
+        raise CheckpointError(f"checkpoint {ckpt['_path']!r} does not match its config: no weights")
     num_classes = ckpt["state_dict"]["classifier.weight"].shape[0]
     crop = cfg["augmentations"][0].get("crop_size", 32)
     model = adapter.build_method(cfg, num_classes, crop <= SMALL_IMAGE_SIZE, crop_counts(cfg))

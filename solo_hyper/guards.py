@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from solo_hyper.checkpoints import CheckpointError
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -16,8 +17,12 @@ class NonFiniteLossError(RuntimeError):
     """Raised by NonFiniteLossGuard; the message names the step and the last finite checkpoint."""
 
 
-def newest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest checkpoint in ``run_dir`` (last.ckpt first) that torch can read, or None."""
+def newest_checkpoint(run_dir: Path, expect_method: str | None = None) -> Path | None:
+    """The newest checkpoint in ``run_dir`` (last.ckpt first) that torch can read, or None.
+
+    With ``expect_method``, a readable checkpoint of another method is an error (resuming an HCL
+    run directory with an EBCLR config would silently mix two runs).
+    """
     candidates = [run_dir / "last.ckpt"] if (run_dir / "last.ckpt").is_file() else []
     candidates += sorted(
         (p for p in run_dir.glob("*.ckpt") if p.name != "last.ckpt"),
@@ -26,10 +31,16 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
     )
     for path in candidates:
         try:
-            torch.load(path, map_location="cpu", weights_only=False)
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
         except Exception:  # truncated by a kill during the write: try an older one
             print(f"[solo-hyper] skipping unreadable checkpoint {path}")
             continue
+        method = (ckpt.get("solo_hyper_config") or {}).get("method") if isinstance(ckpt, dict) else None
+        if expect_method is not None and method is not None and method != expect_method:
+            raise CheckpointError(
+                f"{path} is a checkpoint of method {method!r}, but the config trains "
+                f"{expect_method!r}; use another checkpoint.dir or name, or auto_resume.enabled=false"
+            )
         return path
     return None
 

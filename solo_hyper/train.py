@@ -171,6 +171,8 @@ def peak_memory_mb(device: torch.device | None = None) -> float:
 def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
     """Trains a prepared config and returns (and writes) its result summary."""
     cfg = prep.cfg
+    run_dir = Path(cfg["checkpoint"]["dir"]) / (cfg["name"] or cfg["method"])
+    resume = newest_checkpoint(run_dir, cfg["method"]) if cfg["auto_resume"]["enabled"] else None
     pl.seed_everything(int(cfg["seed"]), workers=True)
     train_loader, val_loader, num_classes = build_dataloaders(
         cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
@@ -182,8 +184,6 @@ def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
         )
     model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
 
-    run_dir = Path(cfg["checkpoint"]["dir"]) / (cfg["name"] or cfg["method"])
-    resume = newest_checkpoint(run_dir) if cfg["auto_resume"]["enabled"] else None
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
         with open(run_dir / "config.yaml", "w") as f:
