@@ -122,3 +122,14 @@ def test_multicrop_hcl_uses_every_crop():
     )  # fmt: skip
     trainer.fit(model, *fake_loaders())
     assert torch.isfinite(trainer.callback_metrics["train_nce_loss"])
+
+
+def test_online_knn_starts_afresh_every_epoch():
+    _, model = build("hcl")
+    trainer = adapter.LIGHTNING.Trainer(
+        max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(model, *fake_loaders())
+    assert len(model.knn.train_features) == 0, "the metric is reset after each validation"
+    assert 0.0 <= float(trainer.callback_metrics["val_knn_acc1"]) <= 1.0

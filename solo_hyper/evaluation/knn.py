@@ -3,7 +3,8 @@
 Pure torch. Votes are weighted by exp(cos/T) for cosine, 1/(d + eps) for Euclidean and
 Poincare distances. Unlike solo-learn 1.0.2 the number of classes is not taken from the test
 targets (which crashes when a small test split lacks a class), and the Poincare distance is
-available for embeddings on the ball.
+available for embeddings on the ball. ``nearest_neighbours`` + ``vote`` let a grid of k (and of
+label sets, e.g. fine and coarse classes) share one neighbour search.
 """
 
 from __future__ import annotations
@@ -14,6 +15,64 @@ import torch.nn.functional as F
 from solo_hyper.geometry import poincare_distance_matrix
 
 DISTANCES = ("cosine", "euclidean", "poincare")
+
+
+def nearest_neighbours(
+    train_features: torch.Tensor,
+    test_features: torch.Tensor,
+    k: int = 20,
+    distance: str = "cosine",
+    temperature: float = 0.07,
+    curvature: float = 0.1,
+    chunk_size: int = 1024,
+    epsilon: float = 1e-5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(vote weights, training indices), both (N_test, k), nearest first."""
+    if distance not in DISTANCES:
+        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    k = min(k, train_features.shape[0])
+    if distance == "cosine":
+        train_features = F.normalize(train_features, dim=-1)
+        test_features = F.normalize(test_features, dim=-1)
+    weights, indices = [], []
+    for start in range(0, test_features.shape[0], chunk_size):
+        x = test_features[start : start + chunk_size]
+        if distance == "cosine":
+            weight, idx = (x @ train_features.T).topk(k, dim=1)
+            weight = (weight / temperature).exp()
+        else:
+            if distance == "euclidean":
+                d = torch.cdist(x, train_features)
+            else:
+                d = poincare_distance_matrix(x, train_features, curvature)
+            dist, idx = d.topk(k, dim=1, largest=False)
+            weight = 1.0 / (dist + epsilon)
+        weights.append(weight)
+        indices.append(idx)
+    return torch.cat(weights), torch.cat(indices)
+
+
+def vote(
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    train_targets: torch.Tensor,
+    num_classes: int,
+    k: int | None = None,
+) -> torch.Tensor:
+    """Class scores (N_test, num_classes) from the first k neighbours (all when k is None)."""
+    if k is not None:
+        weights, indices = weights[:, :k], indices[:, :k]
+    votes = torch.zeros(weights.shape[0], num_classes, dtype=weights.dtype, device=weights.device)
+    return votes.scatter_add_(1, train_targets[indices], weights)
+
+
+def topk_accuracy(scores: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+    """(top-1, top-5) accuracy in [0, 1] of class scores."""
+    top = scores.topk(min(5, scores.shape[1]), dim=1).indices
+    correct = top.eq(targets.view(-1, 1))
+    return float(correct[:, :1].any(1).float().mean()), float(correct.any(1).float().mean())
 
 
 def knn_scores(
@@ -29,31 +88,12 @@ def knn_scores(
     epsilon: float = 1e-5,
 ) -> torch.Tensor:
     """Class scores (N_test, num_classes) from the k nearest training samples."""
-    if distance not in DISTANCES:
-        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     if num_classes is None:
         num_classes = int(train_targets.max()) + 1
-    k = min(k, train_features.shape[0])
-    if distance == "cosine":
-        train_features = F.normalize(train_features, dim=-1)
-        test_features = F.normalize(test_features, dim=-1)
-    scores = []
-    for start in range(0, test_features.shape[0], chunk_size):
-        x = test_features[start : start + chunk_size]
-        if distance == "cosine":
-            weight, idx = (x @ train_features.T).topk(k, dim=1)
-            weight = (weight / temperature).exp()
-        else:
-            if distance == "euclidean":
-                d = torch.cdist(x, train_features)
-            else:
-                d = poincare_distance_matrix(x, train_features, curvature)
-            dist, idx = d.topk(k, dim=1, largest=False)
-            weight = 1.0 / (dist + epsilon)
-        votes = torch.zeros(x.shape[0], num_classes, dtype=weight.dtype, device=x.device)
-        votes.scatter_add_(1, train_targets[idx], weight)
-        scores.append(votes)
-    return torch.cat(scores)
+    weights, indices = nearest_neighbours(
+        train_features, test_features, k, distance, temperature, curvature, chunk_size, epsilon
+    )
+    return vote(weights, indices, train_targets, num_classes)
 
 
 def knn_accuracy(
@@ -67,6 +107,4 @@ def knn_accuracy(
     num_classes = int(max(train_targets.max(), test_targets.max())) + 1
     kwargs.setdefault("num_classes", num_classes)
     scores = knn_scores(train_features, train_targets, test_features, **kwargs)
-    top = scores.topk(min(5, scores.shape[1]), dim=1).indices
-    correct = top.eq(test_targets.view(-1, 1))
-    return float(correct[:, :1].any(1).float().mean()), float(correct.any(1).float().mean())
+    return topk_accuracy(scores, test_targets)

@@ -19,6 +19,7 @@ import pytorch_lightning as pl
 import torch
 from solo.methods import METHODS
 from solo.methods.base import BaseMethod
+from solo.methods.linear import LinearModel
 from solo.methods.simclr import SimCLR
 from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
@@ -112,6 +113,12 @@ class PluginBase(BaseMethod):
                 return [indexes, crops, targets]
             images, targets = batch[-2], batch[-1]
             return [self.device_augmentation.evaluation_view(images), targets]
+
+    def validation_epoch_end(self, outs: list[dict[str, Any]]) -> None:
+        super().validation_epoch_end(outs)
+        if self.knn_eval and not self.trainer.sanity_checking:
+            # solo 1.0.2 never resets the metric: features would pile up across epochs
+            self.knn.reset()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.solo_hyper_config is not None:
@@ -302,12 +309,80 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
     return model
 
 
+class FrozenBackbone(nn.Module):
+    """A pretrained encoder as solo's LinearModel expects it (``num_features``); the identity
+    with ``num_features`` set is the "backbone" of a head trained on precomputed features."""
+
+    def __init__(self, encoder: nn.Module | None, num_features: int) -> None:
+        super().__init__()
+        self.encoder = encoder if encoder is not None else nn.Identity()
+        self.num_features = int(num_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x)
+
+
+class PluginLinearModel(LinearModel):
+    """solo's LinearModel fed with this plugin's batches: uint8 ``(images, targets)`` or
+    ``(indexes, images, targets)`` turned into model inputs on their device by ``train_view`` /
+    ``eval_view`` (modules; None: the batch is used as it is, e.g. precomputed features)."""
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        train_view: nn.Module | None = None,
+        eval_view: nn.Module | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(backbone, **kwargs)
+        self.train_view, self.eval_view = train_view, eval_view
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        x, y = batch[-2], batch[-1]
+        training = self._trainer is not None and self.trainer.training
+        view = self.train_view if training else self.eval_view
+        if view is not None:
+            with torch.no_grad():
+                x = view(x)
+        return [x, y]
+
+
+def build_linear_model(
+    encoder: nn.Module | None,
+    num_features: int,
+    num_classes: int,
+    linear_cfg: dict,
+    train_view: nn.Module | None = None,
+    eval_view: nn.Module | None = None,
+) -> LinearModel:
+    """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a validated
+    linear-evaluation config (``solo_hyper.evaluation.linear``)."""
+    opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
+    return PluginLinearModel(
+        FrozenBackbone(encoder, num_features),
+        train_view=train_view,
+        eval_view=eval_view,
+        num_classes=int(num_classes),
+        max_epochs=int(linear_cfg["max_epochs"]),
+        batch_size=int(opt["batch_size"]),
+        optimizer=opt["name"],
+        lars=False,
+        lr=float(opt["lr"]),
+        weight_decay=float(opt["weight_decay"]),
+        exclude_bias_n_norm=False,
+        extra_optimizer_args=dict(opt.get("kwargs") or {}),
+        scheduler=sched["name"],
+        lr_decay_steps=sched.get("lr_decay_steps"),
+    )
+
+
 __all__ = [
     "API",
     "LIGHTNING",
     "MethodBase",
     "PluginBase",
     "SupCon",
+    "build_linear_model",
     "build_method",
     "method_arg_defaults",
     "plugin_class",

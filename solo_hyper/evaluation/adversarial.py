@@ -1,0 +1,245 @@
+"""Linear evaluation, robust linear evaluation, adversarial fine-tuning and white-box PGD accuracy.
+
+Pure torch (no solo-learn, no Lightning), following RoCL's evaluation protocol (Kim et al. 2020,
+``linear_eval.py`` / ``robustness_test.py``) as used by the HCL paper, section 4.2 and Table 3:
+
+- LE: a linear head on the frozen encoder, trained on clean, un-augmented images;
+- r-LE: the same head trained only on l_inf PGD examples made against the current head through
+  the frozen encoder (PGD-10, eps 8/255, step 0.007);
+- AT: supervised adversarial fine-tuning of encoder and head (Madry et al. 2018) from a
+  pretrained encoder;
+- white-box evaluation: cross-entropy PGD-20 on encoder + head (eps 8/255 and 16/255, step eps/10).
+
+Everything works on [0, 1] pixels (``PixelClassifier`` normalises inside), so eps is in pixel
+units. Attacks always run with the network in eval mode (BatchNorm statistics untouched).
+Batches are iterables of (pixels (B, C, H, W) in [0, 1], labels (B,)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from solo_hyper.attacks import eval_mode, pgd_linf
+
+Batches = Callable[[], Iterable[tuple[Tensor, Tensor]]]
+"""A function returning a fresh pass over (pixels, labels) batches (called once per epoch)."""
+
+
+@dataclass(frozen=True)
+class PGDSpec:
+    """An l_inf PGD attack on the cross-entropy: budget eps and step alpha in [0, 1] pixels."""
+
+    eps: float
+    alpha: float
+    steps: int
+    random_start: bool = True
+
+    def __post_init__(self) -> None:
+        for key in ("eps", "alpha"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or not value >= 0 or math.isinf(value):
+                raise ValueError(f"attack {key} must be a finite number >= 0, got {value!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"attack steps must be an integer >= 0, got {self.steps!r}")
+
+    @property
+    def label(self) -> str:
+        """'PGD-20 8/255' (eps as a multiple of 1/255 when it is one)."""
+        n = self.eps * 255
+        eps = f"{round(n)}/255" if abs(n - round(n)) < 1e-6 else f"{self.eps:g}"
+        return f"PGD-{self.steps} {eps}"
+
+    def perturb(
+        self, model: nn.Module, x: Tensor, y: Tensor, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Adversarial examples maximising the mean cross-entropy of ``model`` (in eval mode)."""
+        with eval_mode(model):
+            return pgd_linf(
+                lambda v: F.cross_entropy(model(v), y), x, self.eps, self.alpha, self.steps,
+                self.random_start, generator=generator,
+            )  # fmt: skip
+
+
+class PixelClassifier(nn.Module):
+    """encoder + linear head on [0, 1] pixels: what the white-box attacker differentiates."""
+
+    def __init__(
+        self, encoder: nn.Module, head: nn.Linear, mean: Sequence[float], std: Sequence[float]
+    ) -> None:
+        super().__init__()
+        self.encoder, self.head = encoder, head
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1))
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.encoder((x - self.mean) / self.std)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.features(x))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """SGD with step decay; defaults are RoCL's linear evaluation (150 epochs, /10 at 30, 50, 100)."""
+
+    epochs: int = 150
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    milestones: tuple[int, ...] = (30, 50, 100)
+    gamma: float = 0.1
+    batch_size: int = 1024  # only for heads trained on cached features
+
+    def optimizer(self, params: Iterable[Tensor]):
+        opt = torch.optim.SGD(
+            params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay
+        )
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, list(self.milestones), self.gamma)
+        return opt, sched
+
+
+def _frozen(module: nn.Module) -> list[bool]:
+    flags = [p.requires_grad for p in module.parameters()]
+    module.requires_grad_(False)
+    return flags
+
+
+def _restore(module: nn.Module, flags: list[bool]) -> None:
+    for p, flag in zip(module.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+@torch.no_grad()
+def extract_features(model: PixelClassifier, batches: Batches, device: torch.device):
+    """(features, labels) of one pass, the encoder in eval mode."""
+    feats, labels = [], []
+    with eval_mode(model):
+        for x, y in batches():
+            feats.append(model.features(x.to(device)).float())
+            labels.append(y.to(device))
+    return torch.cat(feats), torch.cat(labels)
+
+
+def train_linear_head(
+    model: PixelClassifier,
+    batches: Batches,
+    schedule: Schedule,
+    device: torch.device,
+    attack: PGDSpec | None = None,
+    seed: int = 0,
+) -> list[float]:
+    """Trains ``model.head`` on the frozen encoder; returns the mean loss of each epoch.
+
+    ``attack=None`` (LE): features of the un-augmented images are computed once (the encoder is
+    frozen and in eval mode, so they never change) and the head is trained on them in shuffled
+    mini-batches of ``schedule.batch_size``. With an attack (r-LE): every batch is replaced by
+    PGD examples against the current head through the frozen encoder, and the head is trained
+    on those only.
+    """
+    model.to(device)
+    flags = _frozen(model.encoder)
+    opt, sched = schedule.optimizer(model.head.parameters())
+    losses: list[float] = []
+    try:
+        model.encoder.eval()
+        if attack is None:
+            feats, labels = extract_features(model, batches, device)
+            g = torch.Generator().manual_seed(seed)
+            for _ in range(schedule.epochs):
+                order = torch.randperm(len(labels), generator=g).to(device)
+                total = 0.0
+                for idx in order.split(schedule.batch_size):
+                    loss = F.cross_entropy(model.head(feats[idx]), labels[idx])
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * len(idx)
+                losses.append(total / len(labels))
+                sched.step()
+        else:
+            for _ in range(schedule.epochs):
+                total, count = 0.0, 0
+                for x, y in batches():
+                    x, y = x.to(device), y.to(device)
+                    x_adv = attack.perturb(model, x, y)
+                    with torch.no_grad():
+                        feats = model.features(x_adv)
+                    loss = F.cross_entropy(model.head(feats), y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total, count = total + float(loss.detach()) * len(y), count + len(y)
+                losses.append(total / max(count, 1))
+                sched.step()
+    finally:
+        _restore(model.encoder, flags)
+    model.eval()
+    return losses
+
+
+def adversarial_finetune(
+    model: PixelClassifier,
+    batches: Batches,
+    schedule: Schedule,
+    device: torch.device,
+    attack: PGDSpec,
+) -> list[float]:
+    """Madry et al.'s adversarial training of encoder + head on PGD examples only (RHCL+AT).
+
+    The attack runs in eval mode (BatchNorm statistics see clean-trained values only); the update
+    runs in train mode on the adversarial batch. Returns the mean loss of each epoch.
+    """
+    model.to(device)
+    opt, sched = schedule.optimizer(model.parameters())
+    losses: list[float] = []
+    for _ in range(schedule.epochs):
+        total, count = 0.0, 0
+        for x, y in batches():
+            x, y = x.to(device), y.to(device)
+            x_adv = attack.perturb(model, x, y)
+            model.train()
+            loss = F.cross_entropy(model(x_adv), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, count = total + float(loss.detach()) * len(y), count + len(y)
+        losses.append(total / max(count, 1))
+        sched.step()
+    model.eval()
+    return losses
+
+
+def robust_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    attacks: dict[str, PGDSpec],
+    device: torch.device,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Top-1 accuracy in percent on clean images ("A_nat") and under each white-box attack.
+
+    Every attack starts from the clean batch (not from another attack's output); the random
+    starts are drawn from a generator seeded with ``seed``, so the numbers are reproducible.
+    """
+    model.to(device).eval()
+    generator = torch.Generator(device=device).manual_seed(seed)
+    correct = {"A_nat": 0, **{name: 0 for name in attacks}}
+    total = 0
+    for x, y in batches():
+        x, y = x.to(device), y.to(device)
+        with torch.no_grad():
+            correct["A_nat"] += int((model(x).argmax(1) == y).sum())
+        for name, spec in attacks.items():
+            x_adv = spec.perturb(model, x, y, generator)
+            with torch.no_grad():
+                correct[name] += int((model(x_adv).argmax(1) == y).sum())
+        total += len(y)
+    if total == 0:
+        raise ValueError("robust_accuracy: the evaluation batches are empty")
+    return {name: 100.0 * c / total for name, c in correct.items()}

@@ -1,0 +1,112 @@
+"""Frozen embeddings of a pretrained run: backbone features and projector outputs ("z").
+
+Every offline evaluation (kNN, linear probe on precomputed features, hierarchy metrics, the
+Poincare-disk picture) reads images through the run's own evaluation view (resize + centre crop
++ the dataset's normalisation, as solo-learn's validation transform) and never augments them.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import DataLoader
+
+from solo_hyper.augment import DeviceAugmentation
+from solo_hyper.data import InMemoryImages, _batch_is_ready, build_datasets
+
+
+@dataclass
+class Embeddings:
+    """Embeddings of one split: ``feats`` (N, D) backbone, ``z`` (N, P) projector or None."""
+
+    feats: torch.Tensor
+    z: torch.Tensor | None
+    targets: torch.Tensor
+
+
+def evaluation_view(model, cfg: dict) -> DeviceAugmentation:
+    """The run's evaluation transform (a module, so that it follows the model's device)."""
+    aug = getattr(model, "device_augmentation", None)
+    if isinstance(aug, DeviceAugmentation):
+        return aug
+    return DeviceAugmentation(cfg["augmentations"], cfg["data"]["mean"], cfg["data"]["std"])
+
+
+def run_data_config(cfg: dict, overrides: dict | None = None) -> dict:
+    """The run's data section with evaluation overrides (e.g. train_subset) applied."""
+    data = copy.deepcopy(cfg["data"])
+    data.update(overrides or {})
+    return data
+
+
+def evaluation_loaders(
+    cfg: dict, data_overrides: dict | None = None, batch_size: int = 512
+) -> tuple[DataLoader, DataLoader, int]:
+    """Un-shuffled loaders over the whole (subset of the) training and test splits.
+
+    The subsets are drawn with the run's seed, so ``train_subset`` selects the very images the
+    run was pretrained on.
+    """
+    data = run_data_config(cfg, data_overrides)
+    train, val, num_classes = build_datasets(data, int(cfg["seed"]))
+    loaders = []
+    for ds in (train, val):
+        in_memory = isinstance(ds, InMemoryImages)
+        workers = 0 if in_memory else int(data.get("num_workers", 4))
+        loaders.append(
+            DataLoader(
+                ds,
+                batch_size=batch_size,
+                shuffle=False,
+                drop_last=False,
+                num_workers=workers,
+                collate_fn=_batch_is_ready if in_memory else None,
+            )  # fmt: skip
+        )
+    return loaders[0], loaders[1], num_classes
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def embed(model, cfg: dict, loader: DataLoader, with_z: bool = True) -> Embeddings:
+    """Backbone features (and projector outputs) of every image of ``loader``, on the CPU."""
+    device = model_device(model)
+    view = evaluation_view(model, cfg).to(device)
+    was_training = model.training
+    model.eval()
+    feats, zs, targets = [], [], []
+    try:
+        for batch in loader:
+            images, y = batch[-2], batch[-1]
+            out = model(view.evaluation_view(images.to(device)))
+            feats.append(out["feats"].float().cpu())
+            if with_z and out.get("z") is not None:
+                zs.append(out["z"].float().cpu())
+            targets.append(torch.as_tensor(y).cpu())
+    finally:
+        model.train(was_training)
+    if not feats:
+        raise ValueError("embed: the loader yielded no images")
+    return Embeddings(torch.cat(feats), torch.cat(zs) if zs else None, torch.cat(targets).long())
+
+
+def ball_curvature(model, cfg: dict, z: torch.Tensor | None) -> float | None:
+    """The curvature c when the projector outputs lie on a Poincare ball, else None.
+
+    A method is hyperbolic when its ``method_kwargs.distance`` is ``poincare`` (HCL, SHCL, RHCL,
+    EBCLR's hyperbolic variant); c is ``model.curvature`` (it may be learnt) or the configured
+    one, and every z must satisfy c ||z||^2 < 1.
+    """
+    kwargs = cfg.get("method_kwargs") or {}
+    if z is None or kwargs.get("distance") != "poincare":
+        return None
+    c = getattr(model, "curvature", None)
+    c = float(kwargs.get("curvature", 0.0) if c is None else c)
+    if not c > 0 or float((c * z.double().pow(2).sum(1)).max()) >= 1.0:
+        return None
+    return c

@@ -1,0 +1,219 @@
+"""Offline kNN evaluation and hierarchy metrics of a pretrained run.
+
+``python -m solo_hyper knn --checkpoint RUN [--k 10 20 50 100] [--delta-points 500]``
+
+Weighted kNN (Wu et al. 2018; T = 0.07 for cosine, 1/(d + eps) votes otherwise) over a grid of
+k, on backbone features and on projector outputs ("z"), with cosine and Euclidean distances and,
+for projector outputs on a Poincare ball, the Poincare distance with the run's curvature. Next to
+the fine-class accuracy: kNN top-1 on the coarse classes (the neighbours vote with their coarse
+label: Fashion-MNIST's 4 groups, CIFAR-100's 20 superclasses), the Gromov delta-hyperbolicity
+of each space and the mean embedding norm per class. Writes ``knn.json`` and ``knn.md`` next to
+the run's checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from solo_hyper.checkpoints import load_pretrained
+from solo_hyper.config import ConfigError
+from solo_hyper.data import coarse_labels
+from solo_hyper.evaluation.features import (
+    Embeddings,
+    ball_curvature,
+    embed,
+    evaluation_loaders,
+)
+from solo_hyper.evaluation.hierarchy import class_mean_norms, sample_delta, to_coarse
+from solo_hyper.evaluation.knn import nearest_neighbours, topk_accuracy, vote
+from solo_hyper.evaluation.linear import resolve_device
+
+DEFAULT_KS = (10, 20, 50, 100)
+DEFAULT_K = 20
+SPACES = {"backbone": "feats", "projector": "z"}
+
+
+def check_ks(ks) -> list[int]:
+    ks = list(ks)
+    if not ks or not all(isinstance(k, int) and k >= 1 for k in ks):
+        raise ConfigError(f"--k needs positive integers, got {ks!r}")
+    return sorted(set(ks))
+
+
+def knn_grid(
+    train: Embeddings,
+    test: Embeddings,
+    ks,
+    num_classes: int,
+    coarse_map: torch.Tensor | None = None,
+    curvature: float | None = None,
+    temperature: float = 0.07,
+) -> list[dict]:
+    """One row per (space, distance, k): fine top-1/top-5 (in %) and coarse top-1 (or None).
+
+    One neighbour search per (space, distance) serves every k and both label sets.
+    """
+    ks = check_ks(ks)
+    coarse = None
+    if coarse_map is not None:
+        coarse = (to_coarse(train.targets, coarse_map), to_coarse(test.targets, coarse_map))
+        num_coarse = int(coarse_map.max()) + 1
+    rows = []
+    for space, attr in SPACES.items():
+        x_train, x_test = getattr(train, attr), getattr(test, attr)
+        if x_train is None or x_test is None:
+            continue
+        distances = ["cosine", "euclidean"]
+        if space == "projector" and curvature is not None:
+            distances.append("poincare")
+        for distance in distances:
+            weights, idx = nearest_neighbours(
+                x_train, x_test, max(ks), distance, temperature, curvature or 1.0
+            )
+            for k in ks:
+                top1, top5 = topk_accuracy(
+                    vote(weights, idx, train.targets, num_classes, k), test.targets
+                )
+                row = {"space": space, "distance": distance, "k": k,
+                       "top1": 100 * top1, "top5": 100 * top5, "coarse_top1": None}  # fmt: skip
+                if coarse is not None:
+                    scores = vote(weights, idx, coarse[0], num_coarse, k)
+                    row["coarse_top1"] = 100 * topk_accuracy(scores, coarse[1])[0]
+                rows.append(row)
+    return rows
+
+
+def hierarchy_metrics(
+    test: Embeddings, num_classes: int, curvature: float | None, num_points: int, seed: int = 0
+) -> dict:
+    """Per space: delta-hyperbolicity (Poincare distances on the ball, Euclidean otherwise) of a
+    random subset of test embeddings and the mean embedding norm of each class."""
+    out = {}
+    for space, attr in SPACES.items():
+        x = getattr(test, attr)
+        if x is None:
+            continue
+        c = curvature if space == "projector" else None
+        out[space] = {
+            "distance": "poincare" if c is not None else "euclidean",
+            **sample_delta(x, c, num_points, seed),
+            "class_mean_norm": class_mean_norms(x, test.targets, num_classes),
+        }
+    return out
+
+
+def pick(rows: list[dict], space: str = "backbone", distance: str = "cosine", k: int = DEFAULT_K):
+    """The row of the headline number (backbone, cosine, k=20, as solo-learn's kNN), or None."""
+    for row in rows:
+        if (row["space"], row["distance"], row["k"]) == (space, distance, k):
+            return row
+    return None
+
+
+def evaluate_knn(
+    model,
+    cfg: dict,
+    train: Embeddings,
+    test: Embeddings,
+    ks=DEFAULT_KS,
+    temperature: float = 0.07,
+    delta_points: int = 500,
+    seed: int = 0,
+) -> dict:
+    """kNN grid + hierarchy metrics of precomputed embeddings."""
+    num_classes = int(max(train.targets.max(), test.targets.max())) + 1
+    curvature = ball_curvature(model, cfg, test.z)
+    coarse_map = coarse_labels(cfg["data"]["dataset"])
+    rows = knn_grid(train, test, ks, num_classes, coarse_map, curvature, temperature)
+    headline = pick(rows, k=DEFAULT_K if DEFAULT_K in check_ks(ks) else max(check_ks(ks)))
+    return {
+        "curvature": curvature,
+        "temperature": temperature,
+        "train_images": len(train.targets),
+        "test_images": len(test.targets),
+        "knn_top1": headline["top1"],
+        "knn_coarse_top1": headline["coarse_top1"],
+        "knn_headline": {k: headline[k] for k in ("space", "distance", "k")},
+        "knn": rows,
+        "hierarchy": hierarchy_metrics(test, num_classes, curvature, delta_points, seed),
+    }
+
+
+def _cell(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def markdown(result: dict) -> str:
+    ks = sorted({r["k"] for r in result["knn"]})
+    lines = [
+        f"# kNN and hierarchy metrics: {result['run']} ({result['method']})",
+        "",
+        f"{result['train_images']} training / {result['test_images']} test images; curvature of "
+        f"the projector ball: {'-' if result['curvature'] is None else format(result['curvature'], '.4g')}",
+        "",
+        "| space | distance | "
+        + " | ".join(f"top-1 k={k}" for k in ks)
+        + " | "
+        + " | ".join(f"coarse top-1 k={k}" for k in ks)
+        + " |",
+        "|---|---|" + "---|" * (2 * len(ks)),
+    ]
+    groups: dict[tuple, dict] = {}
+    for r in result["knn"]:
+        groups.setdefault((r["space"], r["distance"]), {})[r["k"]] = r
+    for (space, distance), by_k in groups.items():
+        fine = " | ".join(_cell(by_k[k]["top1"]) for k in ks)
+        coarse = " | ".join(_cell(by_k[k]["coarse_top1"]) for k in ks)
+        lines.append(f"| {space} | {distance} | {fine} | {coarse} |")
+    lines += ["", "| space | distance | delta | diameter | relative delta | points | mean norm per class |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for space, h in result["hierarchy"].items():
+        norms = ", ".join("-" if n is None else f"{n:.3g}" for n in h["class_mean_norm"])
+        lines.append(
+            f"| {space} | {h['distance']} | {h['delta']:.4g} | {h['diameter']:.4g} | "
+            f"{h['relative_delta']:.3f} | {h['num_points']} | {norms} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def knn_eval(
+    checkpoint: str,
+    ks=DEFAULT_KS,
+    temperature: float = 0.07,
+    delta_points: int = 500,
+    train_subset: int | None = None,
+    val_subset: int | None = None,
+    device: str = "auto",
+    batch_size: int = 512,
+) -> dict:
+    """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md."""
+    check_ks(ks)
+    if not temperature > 0:
+        raise ConfigError(f"--temperature must be > 0, got {temperature}")
+    if delta_points < 4:
+        raise ConfigError(f"--delta-points must be >= 4, got {delta_points}")
+    for name, n in (("--train-subset", train_subset), ("--val-subset", val_subset)):
+        if n is not None and n < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {n}")
+    dev = resolve_device(device)
+    start = time.perf_counter()
+    model, cfg, ckpt = load_pretrained(checkpoint)
+    model.to(dev)
+    overrides = {k: v for k, v in (("train_subset", train_subset), ("val_subset", val_subset)) if v}
+    train_loader, val_loader, _ = evaluation_loaders(cfg, overrides, batch_size)
+    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    result = {
+        "run": cfg.get("name") or cfg["method"],
+        "method": cfg["method"],
+        "checkpoint": ckpt["_path"],
+        **evaluate_knn(model, cfg, train, test, ks, temperature, delta_points, int(cfg["seed"])),
+    }
+    result["wall_time_s"] = round(time.perf_counter() - start, 2)
+    run_dir = Path(ckpt["_path"]).parent
+    (run_dir / "knn.json").write_text(json.dumps(result, indent=2) + "\n")
+    (run_dir / "knn.md").write_text(markdown(result))
+    return result

@@ -1,0 +1,349 @@
+"""Offline linear evaluation: solo-learn's LinearModel on the frozen backbone of a pretrained run.
+
+``python -m solo_hyper linear --checkpoint RUN [--config configs/linear/<dataset>.yaml] [k=v ...]``
+
+The config (``LINEAR_DEFAULTS`` < YAML < overrides) is checked completely before any work. Two
+ways to feed the head (``features``):
+- ``augmented``: every training step crops and flips the images (random resized crop +
+  horizontal flip, solo-learn's linear-evaluation augmentation) and runs them through the frozen
+  backbone; the test images get the evaluation view (resize + centre crop);
+- ``precomputed``: the un-augmented training and test images go through the backbone once and
+  the head trains on those features (the same LinearModel, its backbone then being the
+  identity): exact for the un-augmented protocol and fast on a CPU.
+Writes ``linear.json`` and ``linear.md`` (and the head's CSV logs under ``linear_logs/``) next
+to the run's checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from solo_hyper.augment import DeviceAugmentation
+from solo_hyper.checkpoints import load_pretrained
+from solo_hyper.config import DEFAULTS as PRETRAIN_DEFAULTS
+from solo_hyper.config import ConfigError, closest, load_config, merge
+from solo_hyper.data import _batch_is_ready
+from solo_hyper.evaluation.features import (
+    Embeddings,
+    embed,
+    evaluation_loaders,
+    evaluation_view,
+    model_device,
+)
+from solo_hyper.evaluation.threads import single_thread
+from solo_hyper.solo import adapter
+
+pl = adapter.LIGHTNING
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "linear"
+FEATURES = ("augmented", "precomputed")
+OPTIMIZERS = ("sgd", "adam")  # what solo-learn 1.0.2's LinearModel accepts
+SCHEDULERS = ("step", "cosine", "warmup_cosine", "none")
+
+# The paper's protocol (as given for this plugin; section 4.2 of HCL): 100 epochs of SGD
+# (momentum 0.9), lr 10.0 divided by 10 at epochs 60 and 80, no weight decay, batch 512, on
+# random-resized-crop + flip views of the training images.
+LINEAR_DEFAULTS: dict[str, Any] = {
+    "features": "augmented",
+    "max_epochs": 100,
+    "optimizer": {
+        "name": "sgd",
+        "batch_size": 512,
+        "lr": 10.0,
+        "weight_decay": 0.0,
+        "kwargs": {"momentum": 0.9},
+    },  # fmt: skip
+    "scheduler": {"name": "step", "lr_decay_steps": [60, 80]},
+    # linear-evaluation augmentation (features: augmented)
+    "augmentations": {"crop_min_scale": 0.08, "crop_max_scale": 1.0, "horizontal_flip": 0.5},
+    # overrides of the run's data section (absent keys: the run's, e.g. its train_subset)
+    "data": {},
+    "seed": 5,
+    "accelerator": "auto",
+    "devices": 1,
+    "precision": 32,
+}
+FREE_FORM = {("optimizer", "kwargs"), ("data",)}
+
+
+def _check_keys(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
+    for key, value in given.items():
+        here = prefix + (key,)
+        if key not in known:
+            raise ConfigError(f"unknown linear config key {'.'.join(here)!r}{closest(key, known)}")
+        if isinstance(known[key], dict) and here not in FREE_FORM:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
+            _check_keys(value, known[key], here)
+
+
+def default_config_path(dataset: str) -> Path | None:
+    """configs/linear/<dataset>.yaml of this repository, when it is there."""
+    path = CONFIG_DIR / f"{dataset}.yaml"
+    return path if path.is_file() else None
+
+
+def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> dict:
+    """The linear-evaluation config: defaults < YAML < overrides, fully checked."""
+    raw = load_config(path, overrides)
+    _check_keys(raw, LINEAR_DEFAULTS)
+    cfg = merge(LINEAR_DEFAULTS, raw)
+    if cfg["features"] not in FEATURES:
+        raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
+    epochs = cfg["max_epochs"]
+    if not isinstance(epochs, int) or epochs < 1:
+        raise ConfigError(f"max_epochs must be an integer >= 1, got {epochs!r}")
+    opt, sched = cfg["optimizer"], cfg["scheduler"]
+    if opt["name"] not in OPTIMIZERS:
+        raise ConfigError(
+            f"optimizer.name must be one of {OPTIMIZERS} (solo-learn's LinearModel), got "
+            f"{opt['name']!r}{closest(opt['name'], OPTIMIZERS)}"
+        )
+    if not isinstance(opt["batch_size"], int) or opt["batch_size"] < 1:
+        raise ConfigError(
+            f"optimizer.batch_size must be a positive integer, got {opt['batch_size']!r}"
+        )
+    if opt["lr"] is None or not float(opt["lr"]) > 0:
+        raise ConfigError(f"optimizer.lr must be > 0, got {opt['lr']!r}")
+    if opt["weight_decay"] is None or float(opt["weight_decay"]) < 0:
+        raise ConfigError(f"optimizer.weight_decay must be >= 0, got {opt['weight_decay']!r}")
+    if sched["name"] not in SCHEDULERS:
+        raise ConfigError(
+            f"scheduler.name must be one of {SCHEDULERS}, got {sched['name']!r}"
+            f"{closest(sched['name'], SCHEDULERS)}"
+        )
+    if sched["name"] == "step":
+        steps = sched.get("lr_decay_steps")
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) for s in steps):
+            raise ConfigError(
+                "scheduler.lr_decay_steps must be a non-empty list of epochs for scheduler "
+                f"'step' (e.g. [60, 80]), got {steps!r}"
+            )
+    aug = cfg["augmentations"]
+    if not 0 < aug["crop_min_scale"] <= aug["crop_max_scale"] <= 1:
+        raise ConfigError("augmentations needs 0 < crop_min_scale <= crop_max_scale <= 1")
+    if not 0 <= aug["horizontal_flip"] <= 1:
+        raise ConfigError("augmentations.horizontal_flip is a probability in [0, 1]")
+    for key in cfg["data"]:
+        if key not in PRETRAIN_DEFAULTS["data"]:
+            raise ConfigError(
+                f"unknown key data.{key}{closest(key, PRETRAIN_DEFAULTS['data'])}; it overrides "
+                f"the run's data section, whose keys are {sorted(PRETRAIN_DEFAULTS['data'])}"
+            )
+    for key in ("train_subset", "val_subset"):
+        n = cfg["data"].get(key)
+        if n is not None and (not isinstance(n, int) or n < 1):
+            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
+    return cfg
+
+
+def with_epochs(cfg: dict, epochs: int) -> dict:
+    """The config for a shorter (or longer) budget; step milestones keep their relative place."""
+    if not isinstance(epochs, int) or epochs < 1:
+        raise ConfigError(f"linear epochs must be an integer >= 1, got {epochs!r}")
+    out = copy.deepcopy(cfg)
+    old = cfg["max_epochs"]
+    out["max_epochs"] = epochs
+    steps = cfg["scheduler"].get("lr_decay_steps")
+    if cfg["scheduler"]["name"] == "step" and steps:
+        out["scheduler"]["lr_decay_steps"] = sorted(
+            {max(1, round(s * epochs / old)) for s in steps}
+        )
+    return out
+
+
+class FeatureRows(Dataset):
+    """Precomputed (features, targets) indexed a whole batch at a time (no per-row collation)."""
+
+    def __init__(self, features: torch.Tensor, targets: torch.Tensor) -> None:
+        self.features, self.targets = features, targets
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitems__(self, indices):
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        return [self.features[idx], self.targets[idx]]
+
+
+def feature_loader(emb: Embeddings, batch_size: int, seed: int | None) -> DataLoader:
+    """Shuffled (seeded) when ``seed`` is given, in order otherwise."""
+    g = None if seed is None else torch.Generator().manual_seed(seed)
+    return DataLoader(
+        FeatureRows(emb.feats, emb.targets), batch_size, shuffle=seed is not None, generator=g,
+        collate_fn=_batch_is_ready,
+    )  # fmt: skip
+
+
+class EvalView(nn.Module):
+    """uint8 images -> the run's normalised evaluation view."""
+
+    def __init__(self, aug: DeviceAugmentation) -> None:
+        super().__init__()
+        self.aug = aug
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.aug.evaluation_view(images)
+
+
+class TrainView(nn.Module):
+    """uint8 images -> random resized crop + horizontal flip, normalised."""
+
+    def __init__(self, crop_size: int, aug_cfg: dict, mean, std) -> None:
+        super().__init__()
+        entry = {
+            "rrc": {"enabled": True, "crop_min_scale": aug_cfg["crop_min_scale"],
+                    "crop_max_scale": aug_cfg["crop_max_scale"]},
+            "color_jitter": {"prob": 0.0}, "grayscale": {"prob": 0.0},
+            "horizontal_flip": {"prob": aug_cfg["horizontal_flip"]},
+            "crop_size": crop_size, "num_crops": 1,
+        }  # fmt: skip
+        self.aug = DeviceAugmentation([entry], mean, std)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.aug.crops(images)[0]
+
+
+def _trainer(lcfg: dict, log_dir: Path | None, quiet: bool, device: torch.device):
+    accelerator = lcfg["accelerator"]
+    if accelerator == "auto":
+        accelerator = "gpu" if device.type == "cuda" else "cpu"
+    logger = pl.loggers.CSVLogger(str(log_dir), name="linear_logs") if log_dir else False
+    return pl.Trainer(
+        max_epochs=int(lcfg["max_epochs"]), accelerator=accelerator, devices=lcfg["devices"],
+        precision=adapter.trainer_precision(lcfg["precision"]), logger=logger,
+        enable_checkpointing=False, enable_progress_bar=not quiet, enable_model_summary=False,
+        num_sanity_val_steps=0, log_every_n_steps=1,
+    )  # fmt: skip
+
+
+def linear_probe(
+    model,
+    cfg: dict,
+    lcfg: dict,
+    embeddings: tuple[Embeddings, Embeddings] | None = None,
+    log_dir: Path | None = None,
+    quiet: bool = True,
+) -> dict:
+    """Trains solo's LinearModel on the frozen backbone of ``model`` and returns its accuracy.
+
+    ``embeddings`` (train, test) are reused for ``features: precomputed`` when given.
+    """
+    start = time.perf_counter()
+    pl.seed_everything(int(lcfg["seed"]), workers=True)
+    device = model_device(model)
+    batch = int(lcfg["optimizer"]["batch_size"])
+    if lcfg["features"] == "precomputed":
+        if embeddings is None:
+            train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
+            embeddings = (
+                embed(model, cfg, train_loader, False),
+                embed(model, cfg, val_loader, False),
+            )
+        train, test = embeddings
+        num_classes = int(model.classifier.out_features)
+        head = adapter.build_linear_model(None, train.feats.shape[1], num_classes, lcfg)
+        loaders = (
+            feature_loader(train, batch, int(lcfg["seed"])),
+            feature_loader(test, batch, None),
+        )
+        n_train, n_test = len(train.targets), len(test.targets)
+    else:
+        train_loader, val_loader, num_classes = evaluation_loaders(cfg, lcfg["data"], batch)
+        g = torch.Generator().manual_seed(int(lcfg["seed"]))
+        loaders = (
+            DataLoader(
+                train_loader.dataset,
+                batch,
+                shuffle=True,
+                generator=g,
+                num_workers=train_loader.num_workers,
+                collate_fn=train_loader.collate_fn,
+            ),
+            val_loader,
+        )
+        aug = evaluation_view(model, cfg)
+        crop = int(cfg["augmentations"][0].get("crop_size", 32))
+        mean, std = cfg["data"]["mean"], cfg["data"]["std"]
+        head = adapter.build_linear_model(
+            model.encoder, int(model.features_dim), num_classes, lcfg,
+            train_view=TrainView(crop, lcfg["augmentations"], mean, std), eval_view=EvalView(aug),
+        )  # fmt: skip
+        n_train, n_test = len(train_loader.dataset), len(val_loader.dataset)
+    trainer = _trainer(lcfg, log_dir, quiet, device)
+    if lcfg["features"] == "precomputed" and device.type == "cpu":
+        with single_thread():
+            trainer.fit(head, *loaders)
+    else:
+        trainer.fit(head, *loaders)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    if "val_acc1" not in metrics:
+        raise RuntimeError("the linear probe logged no validation accuracy (empty test split?)")
+    return {
+        "linear_acc1": metrics["val_acc1"],
+        "linear_acc5": metrics.get("val_acc5"),
+        "linear_train_acc1": metrics.get("train_acc1_epoch", metrics.get("train_acc1")),
+        "linear_epochs": int(lcfg["max_epochs"]),
+        "linear_features": lcfg["features"],
+        "linear_train_images": n_train,
+        "linear_test_images": n_test,
+        "linear_wall_time_s": round(time.perf_counter() - start, 2),
+    }
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here")
+    return device
+
+
+def markdown(result: dict) -> str:
+    rows = [
+        ("run", result["run"]), ("method", result["method"]),
+        ("features", result["linear_features"]), ("epochs", result["linear_epochs"]),
+        ("train / test images", f"{result['linear_train_images']} / {result['linear_test_images']}"),
+        ("linear top-1", f"{result['linear_acc1']:.2f}"),
+        ("linear top-5", "-" if result["linear_acc5"] is None else f"{result['linear_acc5']:.2f}"),
+        ("wall time (s)", result["linear_wall_time_s"]),
+    ]  # fmt: skip
+    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]) + "\n"
+
+
+def linear_eval(
+    checkpoint: str,
+    config: str | None = None,
+    overrides: list[str] = (),
+    device: str = "auto",
+    quiet: bool = False,
+) -> dict:
+    """The ``linear`` command: checks everything, trains the head, writes linear.json/.md."""
+    dev = resolve_device(device)
+    model, cfg, ckpt = load_pretrained(checkpoint)
+    path = config if config is not None else default_config_path(cfg["data"]["dataset"])
+    lcfg = load_linear_config(path, overrides)
+    model.to(dev)
+    run_dir = Path(ckpt["_path"]).parent
+    result = {
+        "run": cfg.get("name") or cfg["method"],
+        "method": cfg["method"],
+        "checkpoint": ckpt["_path"],
+        "config": str(path) if path else None,
+        **linear_probe(model, cfg, lcfg, log_dir=run_dir, quiet=quiet),
+        "linear_config": lcfg,
+    }
+    (run_dir / "linear.json").write_text(json.dumps(result, indent=2) + "\n")
+    (run_dir / "linear.md").write_text(markdown(result))
+    return result

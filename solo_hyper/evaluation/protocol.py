@@ -1,0 +1,144 @@
+"""The one evaluation protocol every run of a comparison or sweep gets.
+
+For a finished pretraining run: embed the training split (the run's own subset) and the test
+split once with the evaluation view; then
+- kNN top-1 on the fine and the coarse classes (backbone features, cosine, k = 20, T = 0.07, as
+  solo-learn's kNN) and the delta-hyperbolicity of the projector outputs (``knn_probe``);
+- the offline linear probe (solo-learn's LinearModel, ``linear``), on the same precomputed
+  features when the linear config says ``features: precomputed``;
+- a 2-D Poincare-disk map of 500 test projector outputs for the picture (``disk_map``);
+- the robust accuracy when a robust evaluation of the run exists (``robust.py``'s output).
+The result is cached in ``RUN/eval.json`` and reused while the checkpoint and the protocol are
+unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+from solo_hyper.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
+from solo_hyper.data import coarse_labels
+from solo_hyper.evaluation.disk_map import fit_disk
+from solo_hyper.evaluation.features import ball_curvature, embed, evaluation_loaders
+from solo_hyper.evaluation.hierarchy import distance_matrix
+from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
+from solo_hyper.evaluation.linear import (
+    default_config_path,
+    linear_probe,
+    load_linear_config,
+    resolve_device,
+    with_epochs,
+)
+
+DISK_POINTS = 500
+ROBUST_PREFERENCE = (
+    ("robust_eval.json", "r-LE"),
+    ("finetune_adv.json", "AT"),
+    ("robust_eval.json", "LE"),
+)
+
+
+def robust_result(run_dir: Path) -> dict:
+    """{'robust_acc1', 'robust_protocol'} from RUN/robust/*.json (r-LE, else AT, else LE; the
+    first white-box attack of that row), or Nones when the run has no robust evaluation."""
+    for file, protocol in ROBUST_PREFERENCE:
+        path = run_dir / "robust" / file
+        if not path.is_file():
+            continue
+        for row in json.loads(path.read_text()).get("rows", []):
+            attacks = [k for k in row if k.startswith("PGD-")]
+            if row.get("protocol") == protocol and attacks:
+                return {
+                    "robust_acc1": row[attacks[0]],
+                    "robust_protocol": f"{protocol}, {attacks[0]}",
+                }
+    return {"robust_acc1": None, "robust_protocol": None}
+
+
+def disk_map(model, cfg: dict, z: torch.Tensor, targets: torch.Tensor, seed: int = 0) -> dict:
+    """A 2-D disk map of up to DISK_POINTS test projector outputs, scaled to the unit disk.
+
+    Hyperbolic runs: their Poincare distances (curvature c) mapped onto the disk of the same c.
+    Others: the chordal distances of z/||z|| (the geometry of a cosine loss) on the disk of c = 1.
+    """
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.randperm(len(targets), generator=g)[:DISK_POINTS]
+    c = ball_curvature(model, cfg, z)
+    if c is not None:
+        d, source = distance_matrix(z[keep], c), f"Poincare distances of z (c={c:.3g})"
+    else:
+        c = 1.0
+        d, source = distance_matrix(F.normalize(z[keep], dim=1)), "chordal distances of z/|z|"
+    points, stress = fit_disk(d, c, seed=seed)
+    coarse_map = coarse_labels(cfg["data"]["dataset"])
+    fine = targets[keep]
+    return {
+        "points": (points * c**0.5).tolist(),
+        "targets": fine.tolist(),
+        "coarse": coarse_map[fine].tolist() if coarse_map is not None else None,
+        "stress": stress,
+        "source": source,
+    }
+
+
+def linear_config(dataset: str, path: str | None, epochs: int | None) -> dict:
+    cfg = load_linear_config(path if path is not None else default_config_path(dataset))
+    return with_epochs(cfg, epochs) if epochs is not None else cfg
+
+
+def run_dataset(run_dir: Path, ckpt_path: Path) -> str:
+    """The run's dataset, from its config.yaml (else from the checkpoint)."""
+    if (run_dir / "config.yaml").is_file():
+        return yaml.safe_load((run_dir / "config.yaml").read_text())["data"]["dataset"]
+    return read_checkpoint(ckpt_path)["solo_hyper_config"]["data"]["dataset"]
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    linear_epochs: int | None = None,
+    linear_config_path: str | None = None,
+    disk: bool = True,
+    device: str = "auto",
+    quiet: bool = True,
+) -> dict:
+    """The protocol's numbers for one run (cached in RUN/eval.json)."""
+    run_dir = Path(run_dir)
+    ckpt_path = resolve_checkpoint(run_dir)
+    lcfg = linear_config(run_dataset(run_dir, ckpt_path), linear_config_path, linear_epochs)
+    protocol = {
+        "checkpoint": str(ckpt_path), "checkpoint_mtime": ckpt_path.stat().st_mtime,
+        "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
+    }  # fmt: skip
+    cache = run_dir / "eval.json"
+    if cache.is_file():
+        cached = json.loads(cache.read_text())
+        if cached.get("protocol") == protocol:
+            return {**cached, **robust_result(run_dir)}
+    start = time.perf_counter()
+    model, cfg, _ = load_pretrained(ckpt_path)
+    model.to(resolve_device(device))
+    train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
+    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    knn = evaluate_knn(model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]))
+    linear = linear_probe(model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet)
+    hierarchy = knn["hierarchy"].get("projector") or knn["hierarchy"]["backbone"]
+    result = {
+        "protocol": protocol,
+        "knn_top1": knn["knn_top1"],
+        "knn_coarse_top1": knn["knn_coarse_top1"],
+        "relative_delta": hierarchy["relative_delta"],
+        "relative_delta_space": "projector" if "projector" in knn["hierarchy"] else "backbone",
+        "curvature": knn["curvature"],
+        **linear,
+        "knn": knn,
+        "disk": disk_map(model, cfg, test.z, test.targets) if disk and test.z is not None else None,
+        "eval_wall_time_s": round(time.perf_counter() - start, 2),
+    }
+    cache.write_text(json.dumps(result, indent=2) + "\n")
+    return {**result, **robust_result(run_dir)}

@@ -1,0 +1,93 @@
+"""``python -m solo_hyper run-solo SCRIPT [ARGS...]``: solo-learn's own launchers, with this plugin.
+
+solo-learn's ``main_pretrain.py``, ``main_linear.py`` and ``main_knn.py`` live at the root of its
+repository (not in the installed package) and look methods up in ``solo.methods.METHODS``.
+Importing ``solo_hyper`` registers this plugin's methods (and backbones) there; the script then
+runs as ``__main__`` with the remaining arguments, as if started with ``python SCRIPT ARGS``.
+
+Hydra resolves a relative ``--config-path`` against the script's folder; here it is taken
+relative to the current directory (what a user typing the command means) and made absolute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import runpy
+import sys
+from pathlib import Path
+
+from solo_hyper.config import ConfigError
+
+KNOWN_SCRIPTS = ("main_pretrain.py", "main_linear.py", "main_knn.py")
+PATH_OPTIONS = ("--config-path", "-cp", "--config-dir", "-cd")
+NAME_OPTIONS = ("--config-name", "-cn")
+
+
+def _option_value(args: list[str], names: tuple[str, ...]) -> tuple[int, str] | None:
+    """(index of the value, value) of the last occurrence of an option, '--opt=v' or '--opt v'."""
+    found = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                found = (i + 1, args[i + 1])
+            elif arg.startswith(name + "="):
+                found = (i, arg.split("=", 1)[1])
+    return found
+
+
+def resolve_hydra_args(args: list[str], cwd: Path) -> list[str]:
+    """Absolute config paths (relative ones taken from ``cwd``), and an early, clear error for a
+    primary config that does not exist (Hydra's own message is 'Cannot find primary config')."""
+    out = list(args)
+    for i, arg in enumerate(args):
+        for name in PATH_OPTIONS:
+            if arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+                out[i] = f"{name}={_absolute(value, cwd)}"
+            elif arg == name and i + 1 < len(args):
+                out[i + 1] = _absolute(args[i + 1], cwd)
+    path = _option_value(out, ("--config-path", "-cp"))
+    name = _option_value(out, NAME_OPTIONS)
+    if path is not None and name is not None:
+        folder, config = Path(path[1]), name[1]
+        if not folder.is_dir():
+            raise ConfigError(f"--config-path {path[1]!r} is not a folder")
+        candidates = [folder / config, folder / f"{config}.yaml"]
+        if not any(c.is_file() for c in candidates):
+            yamls = sorted(p.name for p in folder.glob("*.yaml"))
+            raise ConfigError(
+                f"no config {config!r} in {str(folder)!r}; --config-name is one of {yamls}"
+            )
+    return out
+
+
+def _absolute(value: str, cwd: Path) -> str:
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (cwd / p).resolve())
+
+
+def run_solo(script: str, args: list[str]) -> None:
+    """Registers this plugin into the installed solo-learn, then runs ``script`` as __main__."""
+    path = Path(script)
+    if not path.is_file():
+        raise ConfigError(
+            f"solo-learn script {script!r} does not exist: give the path of one of "
+            f"{', '.join(KNOWN_SCRIPTS)} in a checkout of solo-learn (they are not part of the "
+            "installed package; see docs/solo-main.md)"
+        )
+    import solo_hyper  # noqa: F401  (registers the methods and backbones)
+    from solo_hyper.solo import adapter
+
+    args = resolve_hydra_args(args, Path.cwd())
+    hooks = getattr(adapter, "launch_hooks", contextlib.nullcontext)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(path.resolve()), *args]
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        with hooks():
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+__all__ = ["KNOWN_SCRIPTS", "resolve_hydra_args", "run_solo"]

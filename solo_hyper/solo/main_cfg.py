@@ -1,0 +1,89 @@
+"""This plugin's run config (``solo_hyper.config``) in solo-learn main's config layout.
+
+Pure Python (plain dicts in, plain dicts out): the v2 adapter turns the result into the OmegaConf
+``cfg`` that solo main's methods are built from, and it can be checked without solo main
+installed. The layout is the one solo main's ``BaseMethod`` reads (``backbone.name``,
+``data.dataset``/``num_classes``/``num_large_crops``/``num_small_crops``, ``optimizer.*``,
+``scheduler.*``, ``knn_eval.*``, ``method_kwargs``, ``max_epochs``, ...) plus this plugin's keys
+``data.augment_on_device``, ``data.mean``/``data.std`` and ``backbone.cifar_stem``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+# what solo main's launchers accept as data.dataset (solo/args/pretrain.py)
+SOLO_MAIN_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100", "custom")
+
+
+def solo_config(
+    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]
+) -> dict:
+    """The plugin config ``cfg`` (completed and validated by ``solo_hyper.train.prepare``) as
+    solo main's cfg; lr is scaled here when ``optimizer.scale_lr`` (solo main's parse_cfg, which
+    would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs."""
+    opt, sched, data = cfg["optimizer"], cfg["scheduler"], cfg["data"]
+    lr = float(opt["lr"])
+    if opt.get("scale_lr"):
+        devices = cfg.get("devices", 1)
+        n_dev = len(devices) if isinstance(devices, (list, tuple)) else max(1, int(devices or 1))
+        lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
+    extra = copy.deepcopy(dict(opt.get("kwargs") or {}))
+    if opt["name"] in ("sgd", "lars"):
+        extra.setdefault("momentum", 0.9)
+    if opt["name"] == "lars":
+        extra.setdefault("eta", float(opt.get("eta_lars", 1e-3)))
+        extra.setdefault("clip_lr", bool(opt.get("grad_clip_lars", False)))
+        extra.setdefault("exclude_bias_n_norm", bool(opt.get("exclude_bias_n_norm", False)))
+    scheduler = {
+        "name": sched["name"],
+        "warmup_epochs": sched["warmup_epochs"],
+        "warmup_start_lr": float(sched["warmup_start_lr"]),
+        "min_lr": float(sched["min_lr"]),
+        "lr_decay_steps": sched.get("lr_decay_steps"),
+        "interval": "epoch" if sched["name"] in ("cosine", "step") else "step",
+    }
+    mean = data.get("mean")
+    std = data.get("std")
+    return {
+        "name": cfg.get("name") or cfg["method"],
+        "method": cfg["method"],
+        "seed": cfg.get("seed", 5),
+        "backbone": {
+            "name": cfg["backbone"]["name"],
+            "kwargs": copy.deepcopy(dict(cfg["backbone"].get("kwargs") or {})),
+            "cifar_stem": bool(small_images),
+        },
+        "method_kwargs": copy.deepcopy(dict(cfg["method_kwargs"])),
+        "data": {
+            "dataset": data["dataset"],
+            "num_classes": int(num_classes),
+            "num_large_crops": int(num_crops[0]),
+            "num_small_crops": int(num_crops[1]),
+            "augment_on_device": bool(data.get("augment_on_device", True)),
+            "mean": None if mean is None else [float(m) for m in mean],
+            "std": None if std is None else [float(s) for s in std],
+        },
+        "augmentations": copy.deepcopy([dict(e) for e in cfg["augmentations"]]),
+        "optimizer": {
+            "name": opt["name"],
+            "batch_size": int(opt["batch_size"]),
+            "lr": lr,
+            "classifier_lr": float(opt["classifier_lr"]),
+            "weight_decay": float(opt["weight_decay"]),
+            "kwargs": extra,
+            "exclude_bias_n_norm_wd": False,
+        },
+        "scheduler": scheduler,
+        "knn_eval": {
+            "enabled": bool(cfg["knn_eval"]["enabled"]),
+            "k": int(cfg["knn_eval"]["k"]),
+            "distance_func": "euclidean",
+        },
+        "performance": {"disable_channel_last": False},
+        "max_epochs": int(cfg["max_epochs"]),
+        "accumulate_grad_batches": int(cfg.get("accumulate_grad_batches") or 1),
+    }
+
+
+__all__ = ["SOLO_MAIN_DATASETS", "solo_config"]

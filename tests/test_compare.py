@@ -1,0 +1,143 @@
+"""compare and sweep end to end on tiny real Fashion-MNIST runs: tables, figures, reuse."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from solo_hyper.__main__ import main
+from solo_hyper.evaluation.compare import COLUMNS
+
+pytestmark = pytest.mark.slow
+
+CONFIGS = ["configs/pretrain/fashionmnist/simclr.yaml", "configs/pretrain/fashionmnist/hcl.yaml"]
+TINY = [
+    "limit_train_batches=2", "limit_val_batches=1", "data.train_subset=256",
+    "data.val_subset=200", "optimizer.batch_size=32", "backbone.kwargs.width=8",
+    "method_kwargs.proj_hidden_dim=32", "method_kwargs.proj_output_dim=16",
+]  # fmt: skip
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def compare_args(out: Path) -> list[str]:
+    return ["compare", "--configs", *CONFIGS, "--epochs", "1", "--out", str(out), "--quiet",
+            "--linear-epochs", "2", "--set", *TINY]  # fmt: skip
+
+
+def read_table(out: Path) -> tuple[list[str], list[list[str]]]:
+    lines = [ln for ln in (out / "results.md").read_text().splitlines() if ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    return cells[0], cells[2:]
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> Path:
+    from solo_hyper.data import locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
+    out = tmp_path_factory.mktemp("compare")
+    assert main(compare_args(out)) == 0
+    return out
+
+
+def test_results_table_has_every_column_filled(compared):
+    header, rows = read_table(compared)
+    assert header == [title for _, title in COLUMNS]
+    assert [r[0] for r in rows] == ["simclr", "hcl"]
+    robust = header.index("robust acc")
+    for row in rows:
+        for i, cell in enumerate(row):
+            if i == robust:
+                assert cell == "-"  # no robust evaluation of these runs
+            else:
+                assert cell not in ("", "-", "None", "nan"), (header[i], row)
+    with open(compared / "results.csv") as f:
+        records = list(csv.DictReader(f))
+    assert [r["method"] for r in records] == ["simclr", "hcl"]
+    for r in records:
+        assert 0 <= float(r["linear_acc1"]) <= 100 and 0 <= float(r["knn_top1"]) <= 100
+        assert float(r["knn_coarse_top1"]) >= 25.0  # 4 coarse classes
+        assert 0 <= float(r["relative_delta"]) <= 1
+        assert int(r["epochs"]) == 1
+
+
+def test_figures_are_written(compared):
+    for name in ("accuracy.png", "loss.png", "disk.png"):
+        data = (compared / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, name
+    disk = json.loads((compared / "fashionmnist-hcl" / "eval.json").read_text())["disk"]
+    assert "Poincare" in disk["source"] and disk["stress"] < 1
+    assert all(x * x + y * y < 1 for x, y in disk["points"])
+    assert len(disk["points"]) == len(disk["targets"]) == len(disk["coarse"]) == 200
+    simclr = json.loads((compared / "fashionmnist-simclr" / "eval.json").read_text())["disk"]
+    assert "chordal" in simclr["source"]
+
+
+def test_second_compare_reuses_runs_and_reads_a_robust_evaluation(compared):
+    run = compared / "fashionmnist-hcl"
+    stamps = {p: p.stat().st_mtime for p in (run / "result.json", run / "eval.json")}
+    robust = ["robust-eval", "--checkpoint", str(run), "--quiet", "device=cpu",
+              "data.batch_size=64", "data.train_subset=128", "data.val_subset=64",
+              "linear.epochs=1", "linear.attack.steps=1", "evaluation.attacks.pgd20_8.steps=2",
+              "evaluation.attacks.pgd20_16=null"]  # fmt: skip
+    assert main(robust) == 0
+    assert main(compare_args(compared)) == 0
+    assert {p: p.stat().st_mtime for p in stamps} == stamps  # neither retrained nor re-evaluated
+    header, rows = read_table(compared)
+    by_method = {r[0]: r for r in rows}
+    robust_col = header.index("robust acc")
+    assert by_method["simclr"][robust_col] == "-"
+    assert 0 <= float(by_method["hcl"][robust_col]) <= 100
+    records = {r["method"]: r for r in csv.DictReader(open(compared / "results.csv"))}
+    assert records["hcl"]["robust_protocol"].startswith("r-LE, PGD-")
+
+
+def test_sweep_curvature_trains_each_value(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = ["sweep", "curvature", "--config", CONFIGS[1], "--values", "0.2", "1.0",
+            "--epochs", "1", "--out", str(out), "--quiet", "--linear-epochs", "1", "--set", *TINY]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    assert (out / "sweep-curvature.png").read_bytes().startswith(PNG)
+    records = list(csv.DictReader(open(out / "sweep-curvature.csv")))
+    assert [float(r["value"]) for r in records] == [0.2, 1.0]
+    for value in (0.2, 1.0):
+        ev = json.loads((out / f"fashionmnist-hcl-curvature={value}" / "eval.json").read_text())
+        assert ev["curvature"] == pytest.approx(value)  # read back from the trained model
+    assert "| fashionmnist-hcl | 0.2 |" in (out / "sweep-curvature.md").read_text()
+
+
+def test_sweep_rejects_bad_input_before_training(tmp_path, capsys):
+    out = tmp_path / "bad"
+    assert main(["sweep", "curvatur", "--config", CONFIGS[1], "--out", str(out)]) == 2
+    assert "did you mean 'curvature'" in capsys.readouterr().err
+    args = [
+        "sweep",
+        "curvature",
+        "--config",
+        CONFIGS[1],
+        "--values",
+        "0.5",
+        "-1",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 2
+    assert "curvature must be > 0" in capsys.readouterr().err
+    assert (
+        main(["sweep", "method_kwargs.temperature", "--config", CONFIGS[1], "--out", str(out)]) == 2
+    )
+    assert "--values" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_compare_rejects_a_bad_linear_budget_before_training(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-epochs", "0"]) == 2
+    assert "--linear-epochs must be an integer >= 1" in capsys.readouterr().err
+    bad = ["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-config", str(tmp_path)]
+    assert main(bad) == 2
+    assert not out.exists() or not any(out.iterdir())

@@ -1,0 +1,374 @@
+"""EBCLR as a solo-learn method and its MSGLD replay-buffer callback (solo-learn test style)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+from conftest import fake_loaders, tiny_config
+
+import solo_hyper  # noqa: F401  (registers the methods)
+from solo_hyper.augment import to_float_rgb
+from solo_hyper.callbacks import MSGLDReplayBuffer
+from solo_hyper.config import ConfigError
+from solo_hyper.methods.ebclr import EBCLR
+from solo_hyper.solo import adapter
+from solo_hyper.train import prepare, pretrain
+
+pl = adapter.LIGHTNING
+SMALL = {"proj_hidden_dim": 16, "proj_output_dim": 8, "buffer_size": 64, "sgld_steps": 2}
+EXACT = "donot_use_mm_for_euclid_dist"
+PLAIN_CROP = {  # no randomness: a crop is the (resized) image itself
+    "rrc": {"enabled": False},
+    "color_jitter": {"prob": 0.0},
+    "grayscale": {"prob": 0.0},
+    "horizontal_flip": {"prob": 0.0},
+    "crop_size": 28,
+    "num_crops": 2,
+}
+
+
+def build(method_kwargs: dict | None = None, **sections) -> EBCLR:
+    cfg = tiny_config("ebclr", method_kwargs={**SMALL, **(method_kwargs or {})}, **sections)
+    prep = prepare(None, base=cfg)
+    return adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+
+
+def quiet_trainer(**kwargs) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, **kwargs,
+    )  # fmt: skip
+
+
+def start(callback: MSGLDReplayBuffer, model: EBCLR, loader) -> None:
+    """The callback's on_train_start outside a Trainer (rank 0, step 0)."""
+    trainer = SimpleNamespace(global_rank=0, global_step=0, train_dataloader=loader)
+    callback.on_train_start(trainer, model)
+
+
+def step(callback: MSGLDReplayBuffer, model: EBCLR, batch_size: int, shift: float) -> None:
+    """One training step as the callback sees it; the 'SGLD output' is the start plus shift."""
+    batch = [torch.arange(batch_size), None, None]
+    callback.on_train_batch_start(None, model, batch, 0)
+    model.sgld_chains.result = model.sgld_chains.x + shift
+    callback.on_train_batch_end(None, model, None, batch, 0)
+
+
+class Probe(pl.Callback):
+    """Placed before the buffer callback: sees each step's chains before they are written back."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict] = []
+        self.first_state: dict | None = None
+
+    def buffer_callback(self, trainer) -> MSGLDReplayBuffer:
+        return next(c for c in trainer.callbacks if isinstance(c, MSGLDReplayBuffer))
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
+        if self.first_state is None:  # restored (or filled) by on_train_start, not yet drawn from
+            self.first_state = clone_state(self.buffer_callback(trainer).state_dict())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
+        chains = pl_module.sgld_chains
+        self.steps.append(
+            {
+                "slots": self.buffer_callback(trainer)._slots.clone(),
+                "x": chains.x.clone(),
+                "counts": chains.counts.clone(),
+                "result": chains.result.clone(),
+            }
+        )
+
+
+def clone_state(state):
+    """A deep copy through torch.save, as a checkpoint stores it."""
+    f = io.BytesIO()
+    torch.save(state, f)
+    f.seek(0)
+    return torch.load(f, weights_only=False)
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert torch.equal(a["buffer"]["samples"], b["buffer"]["samples"])
+    assert torch.equal(a["buffer"]["counts"], b["buffer"]["counts"])
+    assert torch.equal(a["buffer"]["generator_state"], b["buffer"]["generator_state"])
+    assert torch.equal(a["proposal"]["index_generator"], b["proposal"]["index_generator"])
+    assert torch.equal(a["proposal"]["rng"]["cpu"], b["proposal"]["rng"]["cpu"])
+    assert torch.equal(a["noise_generator"]["state"], b["noise_generator"]["state"])
+
+
+# ------------------------------------------------------------------ the method
+
+
+def test_registered_and_forward_keys_with_the_reference_projector():
+    from solo.methods import METHODS
+
+    assert METHODS["ebclr"] is EBCLR
+    model = build()
+    out = model(torch.randn(4, 3, 28, 28))
+    assert {"logits", "feats", "z"} <= set(out)
+    assert out["logits"].shape == (4, 10) and out["z"].shape == (4, 8)
+    layers = list(model.projector)
+    assert isinstance(layers[1], torch.nn.LeakyReLU) and layers[1].negative_slope == 0.2
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in model.projector.modules())
+    relu = build({"projector_activation": "relu"})
+    assert isinstance(list(relu.projector)[1], torch.nn.ReLU)
+
+
+@pytest.mark.parametrize("distance", ["sq_euclidean", "poincare"])
+def test_fast_dev_run_fit_writes_the_sgld_outputs_back(distance):
+    model = build({"distance": distance, "rho": 0.5})
+    probe = Probe()
+    buffer_cb, *_ = model.extra_callbacks()
+    trainer = quiet_trainer(fast_dev_run=1, callbacks=[probe, buffer_cb])
+    before = [p.detach().clone() for p in model.encoder.parameters()]
+    trainer.fit(model, *fake_loaders())
+    assert any(not torch.equal(a, b) for a, b in zip(model.encoder.parameters(), before))
+    for key in ("train_ebclr_loss", "train_ebclr_disc", "train_ebclr_gen", "val_knn_acc1"):
+        assert torch.isfinite(trainer.callback_metrics[key]), key
+
+    (s,) = probe.steps
+    initial = probe.first_state["buffer"]
+    buf = buffer_cb.buffer
+    assert not torch.equal(s["result"], s["x"])  # the chains moved
+    assert set(s["counts"].tolist()) <= {0.0, 5.0}  # restarted (0) or initial buffer (5)
+    # last write wins for a slot drawn twice
+    last = {int(slot): i for i, slot in enumerate(s["slots"])}
+    for slot, i in last.items():
+        assert torch.equal(buf.samples[slot], s["result"][i])
+        assert buf.counts[slot] == s["counts"][i] + 1
+    untouched = torch.ones(buf.capacity, dtype=torch.bool)
+    untouched[list(last)] = False
+    assert torch.equal(buf.samples[untouched], initial["samples"][untouched])
+    assert torch.all(buf.counts[untouched] == 5.0)
+    assert model.sgld_chains is None  # handed back
+
+
+def test_training_without_the_callback_says_how_to_add_it():
+    model = build()
+    with pytest.raises(RuntimeError, match="MSGLDReplayBuffer"):
+        quiet_trainer(fast_dev_run=1).fit(model, *fake_loaders())
+
+
+def test_sampler_takes_no_parameter_gradient_and_keeps_batchnorm_statistics():
+    model = build()  # small_cnn with BatchNorm
+    model.train()
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(6, 3, 28, 28, generator=g)
+    z_ref = model(torch.randn(6, 3, 28, 28, generator=g))["z"]  # attached to the graph
+    stats = {k: v.clone() for k, v in model.state_dict().items() if "running" in k}
+    assert stats
+    out = model.sample_negatives(x0, torch.zeros(6), z_ref, g)
+    assert all(p.grad is None for p in model.parameters())
+    assert not out.requires_grad and torch.isfinite(out).all() and not torch.equal(out, x0)
+    for k, v in stats.items():
+        assert torch.equal(model.state_dict()[k], v), k
+    assert model.training
+
+
+def test_sgld_eval_mode_makes_a_chain_independent_of_its_batch():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 28, 28, generator=g)
+    no_noise = {"sigma_min": 0.0, "sigma_max": 0.0, "sgld_grad_clamp": 1e6, "sgld_step_size": 1.0}
+    for eval_mode, independent in ((True, True), (False, False)):
+        model = build({**no_noise, "sgld_eval_mode": eval_mode})
+        torch.nn.init.normal_(model.encoder.features[1].running_mean)  # BatchNorm statistics
+        z_ref = model(torch.randn(4, 3, 28, 28, generator=g))["z"].detach()
+        together = model.sample_negatives(x, torch.zeros(4), z_ref)[:1]
+        alone = model.sample_negatives(x[:1], torch.zeros(1), z_ref)
+        assert torch.allclose(together, alone, atol=1e-5) is independent
+        assert model.training
+
+
+# ------------------------------------------------------------------ the callback
+
+
+def test_buffer_is_filled_with_augmented_training_images_as_the_network_sees_them():
+    model = build(augmentations=[PLAIN_CROP])
+    loader, _ = fake_loaders(n=64)
+    cb = MSGLDReplayBuffer(48, rho=0.5, seed=3)
+    rng_before = torch.get_rng_state()
+    start(cb, model, loader)
+    assert torch.equal(torch.get_rng_state(), rng_before)  # a random stream of its own
+    buf = cb.buffer
+    assert buf.initialized and buf.samples.shape == (48, 3, 28, 28)
+    assert torch.all(buf.counts == 5.0)
+    images = model.device_augmentation.normalize(to_float_rgb(loader.dataset.images))
+    dist = torch.cdist(buf.samples.flatten(1), images.flatten(1), compute_mode=EXACT)
+    assert torch.all(dist.min(dim=1).values < 1e-4)  # every slot holds a normalised image
+
+    augmented = build()  # random crops, flips, jitter: not the raw images any more
+    cb2 = MSGLDReplayBuffer(48, rho=0.5, seed=3)
+    start(cb2, augmented, loader)
+    pixels = (
+        cb2.buffer.samples * augmented.device_augmentation.std + augmented.device_augmentation.mean
+    )
+    assert pixels.min() >= -1e-5 and pixels.max() <= 1 + 1e-5
+    dist = torch.cdist(cb2.buffer.samples.flatten(1), images.flatten(1), compute_mode=EXACT)
+    assert dist.min(dim=1).values.median() > 1.0
+
+
+def test_uniform_proposal_fills_the_buffer_with_noise():
+    model = build({"proposal": "uniform"})
+    cb = model.extra_callbacks()[0]
+    start(cb, model, fake_loaders()[0])
+    aug = model.device_augmentation
+    pixels = cb.buffer.samples * aug.std + aug.mean
+    assert pixels.min() >= 0 and pixels.max() <= 1
+    assert abs(float(pixels.mean()) - 0.5) < 0.01 and abs(float(pixels.var()) - 1 / 12) < 0.005
+
+
+def test_each_step_draws_restarts_and_counts():
+    model = build(augmentations=[PLAIN_CROP])
+    loader, _ = fake_loaders()
+    cb = MSGLDReplayBuffer(32, rho=0.25, seed=1)
+    start(cb, model, loader)
+    restarted = []
+    for _ in range(20):
+        batch = [torch.arange(16), None, None]
+        cb.on_train_batch_start(None, model, batch, 0)
+        chains = model.sgld_chains
+        assert chains.x.shape == (16, 3, 28, 28) and chains.counts.shape == (16,)
+        restarted.append(float((chains.counts == 0).float().mean()))
+        chains.result = chains.x + 0.1
+        cb.on_train_batch_end(None, model, None, batch, 0)
+    assert 0.1 < sum(restarted) / len(restarted) < 0.4  # about rho = 0.25
+    assert cb.buffer.counts.max() > 5.0  # used chains count up
+
+
+def test_state_round_trip_continues_exactly():
+    model = build({"rho": 0.5})
+    loader, _ = fake_loaders()
+    cb = MSGLDReplayBuffer(32, rho=0.5, seed=2)
+    start(cb, model, loader)
+    for i in range(3):
+        step(cb, model, 16, shift=0.1 * (i + 1))
+    saved = clone_state(cb.state_dict())
+
+    resumed = MSGLDReplayBuffer(32, rho=0.5, seed=999)  # the checkpoint wins over the seed
+    resumed.load_state_dict(saved)
+    start(resumed, build({"rho": 0.5}), loader)
+    assert_same_state(clone_state(resumed.state_dict()), saved)
+    # the next draws (slots, restarts, fresh augmented images) are the original run's
+    for callback in (cb, resumed):
+        callback.on_train_batch_start(None, model, [torch.arange(16)], 0)
+        callback.draw = (model.sgld_chains.x, model.sgld_chains.counts, callback._slots)
+    for a, b in zip(cb.draw, resumed.draw):
+        assert torch.equal(a, b)
+
+
+def test_another_rank_restores_the_chains_with_its_own_random_streams():
+    model = build({"rho": 0.5})
+    loader, _ = fake_loaders()
+    cb = MSGLDReplayBuffer(32, rho=0.5, seed=2)
+    start(cb, model, loader)
+    saved = clone_state(cb.state_dict())
+    rank1 = MSGLDReplayBuffer(32, rho=0.5, seed=2)
+    rank1.load_state_dict(saved)
+    rank1.on_train_start(
+        SimpleNamespace(global_rank=1, global_step=5, train_dataloader=loader), model
+    )
+    assert torch.equal(rank1.buffer.samples, cb.buffer.samples)
+    assert not torch.equal(rank1.buffer.generator.get_state(), cb.buffer.generator.get_state())
+
+
+def test_checkpoint_resume_through_pretrain_restores_the_buffer(tmp_path, fashion_mnist_available):
+    cfg = tiny_config(
+        "ebclr", method_kwargs={**SMALL, "rho": 0.5},
+        checkpoint={"enabled": True, "dir": str(tmp_path), "frequency": 1},
+        auto_resume={"enabled": True}, knn_eval={"enabled": False}, limit_val_batches=0,
+    )  # fmt: skip
+    first = pretrain(prepare(None, base=cfg), quiet=True)
+    assert first["global_step"] == 4
+    ckpt = torch.load(Path(first["run_dir"]) / "last.ckpt", weights_only=False)
+    saved = ckpt["callbacks"]["MSGLDReplayBuffer"]
+    assert saved["buffer"]["counts"].max() > 5.0  # the chains of a trained run
+
+    probe = Probe()
+    second = pretrain(prepare(None, base={**cfg, "max_epochs": 2}), quiet=True, callbacks=[probe])
+    assert second["resumed_from"] and second["global_step"] == 8
+    assert_same_state(probe.first_state, saved)
+
+
+# ------------------------------------------------------------------ configuration
+
+BAD = [
+    ({"rho": 1.5}, "rho is a probability and must be in \\[0, 1\\], got 1.5"),
+    ({"rho": -0.1}, "rho is a probability"),
+    ({"sigma_min": 0.1, "sigma_max": 0.05}, "0 <= sigma_min <= sigma_max"),
+    ({"sgld_steps": -1}, "sgld_steps must be an integer >= 0"),
+    ({"temperature": 0.0}, "temperature must be > 0"),
+    (
+        {"buffer_size": 10**10},
+        "buffer_size=10000000000 needs .* GiB.*lower method_kwargs.buffer_size",
+    ),
+    ({"buffer_device": "gpu"}, "buffer_device must be one of"),
+    ({"proposal": "noise"}, "proposal must be one of"),
+    ({"projector_activation": "tanh"}, "projector_activation must be one of"),
+    ({"rhoo": 0.2}, "method_kwargs.rhoo.*did you mean 'rho'"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD, ids=[str(b[0]) for b in BAD])
+def test_bad_method_kwargs_are_rejected_by_prepare(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        prepare(None, base=tiny_config("ebclr", method_kwargs={**SMALL, **kwargs}))
+
+
+def test_cpu_augmentation_is_rejected():
+    cfg = tiny_config("ebclr", method_kwargs=SMALL, data={"augment_on_device": False})
+    with pytest.raises(ConfigError, match="augment_on_device=true"):
+        prepare(None, base=cfg)
+
+
+EBCLR_CONFIGS = [
+    "configs/pretrain/fashionmnist/ebclr.yaml",
+    *sorted(map(str, Path("configs/ebclr").rglob("*.yaml"))),
+]
+
+
+@pytest.mark.parametrize("path", EBCLR_CONFIGS)
+def test_shipped_ebclr_configs_build(path):
+    prep = prepare(path)
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    assert model.solo_hyper_config["method"] == prep.cfg["method"]
+
+
+@pytest.mark.parametrize("dataset, rho", [("fashionmnist", 0.6), ("cifar10", 0.2)])
+def test_official_configs_carry_the_reference_settings(dataset, rho):
+    cfg = yaml.safe_load(Path(f"configs/ebclr/{dataset}-official.yaml").read_text())
+    kw = cfg["method_kwargs"]
+    assert cfg["backbone"]["name"] == "resnet18_nobn" and cfg["max_epochs"] == 200
+    assert cfg["optimizer"]["name"] == "adam" and cfg["optimizer"]["lr"] == 2e-4
+    assert cfg["optimizer"]["batch_size"] == 128 and cfg["scheduler"]["name"] == "none"
+    assert cfg["data"]["mean"] == [0.5] * 3 and cfg["data"]["std"] == [0.5] * 3
+    assert cfg["augmentations"][0]["gaussian_noise"] == {"prob": 1.0, "std": 0.03}
+    expected = {
+        "temperature": 0.1, "lambda1": 1e-3, "lambda2": 0.1, "sgld_steps": 10,
+        "sgld_step_size": 0.05, "sgld_grad_clamp": 1.0, "sigma_min": 0.01, "sigma_max": 0.05,
+        "noise_decay_K": 3.0, "rho": rho, "buffer_size": 50000, "proj_output_dim": 128,
+    }  # fmt: skip
+    assert {k: kw[k] for k in expected} == expected
+
+
+def test_batch_study_pairs_ebclr_and_simclr_at_16_64_128():
+    folder = Path("configs/ebclr/batch-study")
+    assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(
+        f"{m}-b{b}.yaml" for m in ("ebclr", "simclr") for b in (16, 64, 128)
+    )
+    ebclr_kwargs = []
+    for b in (16, 64, 128):
+        e = yaml.safe_load((folder / f"ebclr-b{b}.yaml").read_text())
+        s = yaml.safe_load((folder / f"simclr-b{b}.yaml").read_text())
+        assert (e["method"], s["method"]) == ("ebclr", "simclr")
+        assert e["optimizer"]["batch_size"] == s["optimizer"]["batch_size"] == b
+        assert e["max_epochs"] == s["max_epochs"] == 100  # paper Table 3
+        assert s["optimizer"]["lr"] == pytest.approx(0.03 * b / 256)
+        assert e["augmentations"][0]["rrc"] == s["augmentations"][0]["rrc"]
+        ebclr_kwargs.append(e["method_kwargs"])
+    assert ebclr_kwargs[0] == ebclr_kwargs[1] == ebclr_kwargs[2]

@@ -1,0 +1,266 @@
+"""Robust evaluation: LE / r-LE heads, adversarial fine-tuning, white-box PGD accuracy, the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from solo_hyper.augment import to_float_rgb
+from solo_hyper.backbones import SmallCNN
+from solo_hyper.config import ConfigError
+from solo_hyper.data import DATASETS, load_fashion_mnist
+from solo_hyper.evaluation.adversarial import (
+    PGDSpec,
+    PixelClassifier,
+    Schedule,
+    adversarial_finetune,
+    robust_accuracy,
+    train_linear_head,
+)
+from solo_hyper.evaluation.robust import load_robust_config
+
+CPU = torch.device("cpu")
+INFO = DATASETS["fashionmnist"]
+
+
+@pytest.fixture(scope="module")
+def fmnist(fashion_mnist_available_module):
+    """Tiny real Fashion-MNIST splits as batch functions over [0, 1] pixels."""
+    g = torch.Generator().manual_seed(0)
+    images, labels = load_fashion_mnist(train=True)
+    keep = torch.randperm(len(labels), generator=g)[:640]
+    x, y = to_float_rgb(images[keep]), labels[keep]
+
+    def split(lo, hi, bs=128):
+        return lambda: ((x[i : i + bs], y[i : i + bs]) for i in range(lo, hi, bs))
+
+    return split(0, 512, 64), split(512, 640)
+
+
+@pytest.fixture(scope="module")
+def fashion_mnist_available_module():
+    from solo_hyper.data import locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
+
+
+def tiny_classifier(seed: int = 0) -> PixelClassifier:
+    torch.manual_seed(seed)
+    encoder = SmallCNN(width=8)
+    return PixelClassifier(encoder, nn.Linear(encoder.num_features, 10), INFO.mean, INFO.std)
+
+
+def encoder_state(model: PixelClassifier) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.encoder.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def le_head(fmnist):
+    """A clean LE head on a small CNN given a few epochs of plain supervised training first
+    (adversarial training with a zero budget; random conv features are nearly constant)."""
+    train, _ = fmnist
+    model = tiny_classifier()
+    adversarial_finetune(model, train, Schedule(epochs=3, milestones=()), CPU, PGDSpec(0, 0, 0))
+    model.head.reset_parameters()
+    before = encoder_state(model)
+    schedule = Schedule(epochs=20, lr=0.1, milestones=(15,), batch_size=64)
+    return model, before, train_linear_head(model, train, schedule, CPU)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def test_pgd_spec_checks_its_budget_and_names_itself():
+    assert PGDSpec(8 / 255, 0.8 / 255, 20).label == "PGD-20 8/255"
+    assert PGDSpec(0.1, 0.01, 3).label == "PGD-3 0.1"
+    for bad in [dict(eps=-0.1, alpha=0.1, steps=1), dict(eps=0.1, alpha=-1, steps=1),
+                dict(eps=0.1, alpha=0.1, steps=-1), dict(eps=0.1, alpha=0.1, steps=1.5)]:  # fmt: skip
+        with pytest.raises(ValueError, match="must be"):
+            PGDSpec(**bad)
+
+
+def test_linear_evaluation_learns_and_leaves_the_encoder_untouched(le_head):
+    model, before, losses = le_head
+    assert losses[-1] < losses[0]
+    after = model.encoder.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # weights and BN statistics
+    assert all(p.requires_grad for p in model.encoder.parameters())  # flags handed back
+
+
+def test_white_box_accuracies_are_percentages_and_attacks_only_hurt(le_head, fmnist):
+    model, _, _ = le_head
+    _, val = fmnist
+    attacks = {
+        "none": PGDSpec(0.0, 0.0, 5),
+        "small": PGDSpec(2 / 255, 0.5 / 255, 3),
+        "pgd": PGDSpec(8 / 255, 2 / 255, 5),
+    }
+    acc = robust_accuracy(model, val, attacks, CPU)
+    assert set(acc) == {"A_nat", "none", "small", "pgd"}
+    assert all(0.0 <= v <= 100.0 for v in acc.values())
+    assert acc["A_nat"] > 40.0  # a linear head on random conv features of Fashion-MNIST
+    assert acc["none"] == acc["A_nat"]  # a zero budget is the clean accuracy exactly
+    assert acc["pgd"] <= acc["small"] <= acc["A_nat"]
+    assert acc["pgd"] < acc["A_nat"]
+    assert robust_accuracy(model, val, attacks, CPU) == acc  # seeded random starts
+
+
+def test_robust_linear_evaluation_trains_the_head_on_attacks_only(fmnist):
+    train, _ = fmnist
+    model = tiny_classifier()
+    before, head = encoder_state(model), model.head.weight.detach().clone()
+    seen = []
+    model.encoder.register_forward_pre_hook(lambda m, args: seen.append(m.training))
+    losses = train_linear_head(
+        model, train, Schedule(epochs=1, lr=0.1, milestones=()), CPU, PGDSpec(8 / 255, 0.007, 2)
+    )
+    assert len(losses) == 1 and losses[0] > 0
+    assert not torch.equal(model.head.weight, head)
+    assert all(torch.equal(before[k], v) for k, v in model.encoder.state_dict().items())
+    assert seen and not any(seen)  # the frozen encoder always runs in eval mode
+
+
+def test_adversarial_finetuning_trains_the_encoder(fmnist):
+    train, _ = fmnist
+    model = tiny_classifier()
+    before = encoder_state(model)
+    losses = adversarial_finetune(
+        model, train, Schedule(epochs=1, lr=0.05, milestones=()), CPU, PGDSpec(8 / 255, 0.007, 2)
+    )
+    assert len(losses) == 1 and torch.isfinite(torch.tensor(losses[0]))
+    after = model.encoder.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before if "weight" in k)
+    assert not model.training
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_default_robust_config_is_rocls_protocol():
+    rcfg = load_robust_config(None)
+    lin = rcfg["linear"]
+    assert (lin.epochs, lin.lr, lin.momentum, lin.weight_decay) == (150, 0.1, 0.9, 5e-4)
+    assert lin.milestones == (30, 50, 100) and lin.gamma == 0.1
+    assert rcfg["linear_attack"] == PGDSpec(8 / 255, 0.007, 10, True)
+    assert list(rcfg["attacks"]) == ["PGD-20 8/255", "PGD-20 16/255"]
+    for spec, eps in zip(rcfg["attacks"].values(), (8 / 255, 16 / 255)):
+        assert spec.eps == pytest.approx(eps) and spec.alpha == pytest.approx(eps / 10)
+        assert spec.steps == 20 and spec.random_start
+
+
+@pytest.mark.parametrize(
+    "path", ["configs/robust/cifar10.yaml", "configs/robust/fashionmnist.yaml"]
+)
+def test_shipped_robust_configs_parse(path):
+    rcfg = load_robust_config(path)
+    assert rcfg["attacks"] and rcfg["linear"].epochs > 0
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["linear.epoch=3"],
+            "unknown robust-eval config key 'linear.epoch'.*did you mean 'epochs'",
+        ),
+        (["evaluation.attacks.pgd20_8.eps=-0.1"], "eps must be a finite number >= 0"),
+        (["evaluation.attacks.pgd20_8.eps=eps/10"], "eps must be a number or a fraction"),
+        (["linear.attack.steps=-1"], "steps must be an integer >= 0"),
+        (["finetune.epochs=-1"], "finetune.epochs must be an integer >= 0"),
+        (["data.batch_size=0"], "data.batch_size must be a positive integer"),
+        (["device=tpu"], "device must be auto, cpu"),
+        (["linear.standard=false", "linear.robust=maybe"], "linear.robust must be true or false"),
+    ],
+)
+def test_bad_robust_config_is_rejected_with_the_fix(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_robust_config(None, overrides)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "solo_hyper", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+TINY = [
+    "data.batch_size=64", "data.train_subset=256", "data.val_subset=128", "linear.epochs=2",
+    "finetune.epochs=1", "linear.attack.steps=2", "finetune.attack.steps=2",
+    "evaluation.attacks.pgd20_8.steps=3", "evaluation.attacks.pgd20_16.steps=3",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rhcl_run(tmp_path_factory, fashion_mnist_available_module):
+    out = tmp_path_factory.mktemp("runs")
+    proc = run_cli(
+        "pretrain", "--config", "configs/pretrain/fashionmnist/rhcl.yaml", "--quiet",
+        "max_epochs=1", "limit_train_batches=2", "limit_val_batches=1", f"checkpoint.dir={out}",
+        "data.train_subset=256", "optimizer.batch_size=32", "backbone.kwargs.width=8",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out / "rhcl-fashionmnist"
+
+
+def _table(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_robust_eval_command_end_to_end(rhcl_run, capsys):
+    from solo_hyper.__main__ import main
+
+    args = ["--checkpoint", str(rhcl_run), "--config", "configs/robust/fashionmnist.yaml"]
+    assert main(["robust-eval", *args, *TINY]) == 0
+    rows = _table(rhcl_run / "robust" / "robust_eval.csv")
+    assert [(r["method"], r["protocol"]) for r in rows] == [("rhcl", "LE"), ("rhcl", "r-LE")]
+    for r in rows:
+        clean, pgd8, pgd16 = (float(r[k]) for k in ("A_nat", "PGD-3 8/255", "PGD-3 16/255"))
+        assert 0.0 <= pgd16 <= clean <= 100.0 and 0.0 <= pgd8 <= clean
+    assert "| rhcl | r-LE |" in capsys.readouterr().out
+    assert (rhcl_run / "robust" / "robust_eval.md").read_text().startswith("| method | protocol")
+    saved = json.loads((rhcl_run / "robust" / "robust_eval.json").read_text())
+    assert saved["config"]["linear"]["epochs"] == 2
+
+
+@pytest.mark.slow
+def test_finetune_adv_command_end_to_end(rhcl_run):
+    from solo_hyper.__main__ import main
+
+    args = [
+        "--checkpoint",
+        str(rhcl_run / "last.ckpt"),
+        "--config",
+        "configs/robust/fashionmnist.yaml",
+    ]
+    assert main(["finetune-adv", *args, "--quiet", *TINY]) == 0
+    (row,) = _table(rhcl_run / "robust" / "finetune_adv.csv")
+    assert row["method"] == "rhcl+AT" and row["protocol"] == "AT"
+    assert 0.0 <= float(row["PGD-3 8/255"]) <= float(row["A_nat"]) <= 100.0
+    saved = torch.load(rhcl_run / "robust" / "finetune_adv.pt", weights_only=False)
+    assert (
+        "encoder.features.0.weight" in saved["state_dict"] and "head.weight" in saved["state_dict"]
+    )
+
+
+def test_robust_commands_check_config_then_checkpoint_before_any_work(tmp_path, capsys):
+    from solo_hyper.__main__ import main
+
+    assert main(["robust-eval", "--checkpoint", str(tmp_path / "nope"), "linear.epoch=3"]) == 2
+    assert "unknown robust-eval config key 'linear.epoch'" in capsys.readouterr().err
+    off = ["linear.standard=false", "linear.robust=false"]
+    assert main(["robust-eval", "--checkpoint", str(tmp_path / "nope"), *off]) == 2
+    assert "nothing to evaluate" in capsys.readouterr().err
+    assert main(["finetune-adv", "--checkpoint", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
