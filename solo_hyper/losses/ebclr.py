@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from solo_hyper.distributed import gather_with_grad, rank, world_size
+
 __all__ = ["DISTANCES", "ebclr_distance_matrix", "ebclr_log_density", "ebclr_loss"]
 
 DISTANCES = ("sq_euclidean", "poincare")
@@ -121,17 +123,30 @@ def ebclr_log_density(
     return torch.logsumexp(-d / temperature, dim=1)  # max-subtracted internally
 
 
-def _nt_xent(z1: Tensor, z2: Tensor, temperature: float, distance: str, c: float) -> Tensor:
-    """NT-Xent over 2B views with logits -D/tau: mean_i [logsumexp_{j != i} l_ij - l_{i, p(i)}]."""
+def _nt_xent(
+    z1: Tensor, z2: Tensor, temperature: float, distance: str, c: float,
+    columns: Tensor | None = None, offset: int = 0,
+) -> Tensor:  # fmt: skip
+    """NT-Xent over 2B views with logits -D/tau: mean_i [logsumexp_{j != i} l_ij - l_{i, p(i)}].
+
+    Under DDP the anchors are the local views and ``columns`` the gathered [z1_all; z2_all]
+    (local rows at ``offset`` in each half); without it the columns are the local views.
+    """
     b = z1.shape[0]
     z = torch.cat([z1, z2], dim=0)
-    logits = -_distance_matrix_f32(z, z, distance, c) / temperature
-    eye = torch.eye(2 * b, dtype=torch.bool, device=z.device)
-    idx = torch.arange(2 * b, device=z.device)
-    partner = torch.cat([idx[b:], idx[:b]])
-    pos = logits[idx, partner]
+    if columns is None:
+        columns, offset, world_b = z, 0, b
+    else:
+        world_b = columns.shape[0] // 2
+    logits = -_distance_matrix_f32(z, columns, distance, c) / temperature
+    rows = torch.arange(2 * b, device=z.device)
+    local = torch.arange(b, device=z.device) + offset
+    self_col = torch.cat([local, local + world_b])
+    partner = torch.cat([local + world_b, local])
+    pos = logits[rows, partner]
     # Self-pairs get -inf: excluded from the logsumexp and receive exactly zero gradient.
-    denom = torch.logsumexp(logits.masked_fill(eye, float("-inf")), dim=1)
+    masked = logits.index_put((rows, self_col), logits.new_tensor(float("-inf")))
+    denom = torch.logsumexp(masked, dim=1)
     return (denom - pos).mean()
 
 
@@ -144,6 +159,7 @@ def ebclr_loss(
     lambda2: float = 0.1,
     distance: str = "sq_euclidean",
     c: float = 0.1,
+    gather: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """EBCLR objective L = L_disc + lambda2 * L_gen (official defaults tau=0.1, l1=1e-3, l2=0.1).
 
@@ -152,6 +168,10 @@ def ebclr_loss(
     "disc", "gen" (includes lambda1 * l2), "l2" (unweighted sum ||z1||^2 + sum ||z_sgld||^2),
     "logq_data" (mean log q(v1)) and "logq_sgld" (mean log q(x~)).  Gradients flow into all
     three inputs (z2 through both terms, as in the official code).
+
+    Under DDP (``gather``) the local views are anchors against the gathered views of all ranks
+    (negatives and log q references), and the lambda1 sum counts the local rows world_size
+    times, so that the ranks' mean loss equals the single-process loss on the whole batch.
     """
     _check_temperature(temperature)
     _check_distance(distance, c)
@@ -168,14 +188,21 @@ def ebclr_loss(
 
     with torch.autocast(device_type=z1.device.type, enabled=False):
         z1f, z2f, zsf = _upcast(z1), _upcast(z2), _upcast(z_sgld)
-        disc = _nt_xent(z1f, z2f, temperature, distance, c)
+        world = world_size() if gather else 1
+        if world > 1:
+            z1_all, z2_all = gather_with_grad(z1f), gather_with_grad(z2f)
+            columns, offset = torch.cat([z1_all, z2_all]), rank() * z1.shape[0]
+        else:
+            z2_all, columns, offset = z2f, None, 0
+        disc = _nt_xent(z1f, z2f, temperature, distance, c, columns, offset)
         # Marginal densities of data views and SGLD samples against the (non-detached) second views.
         logq = torch.logsumexp(
-            -_distance_matrix_f32(torch.cat([z1f, zsf], 0), z2f, distance, c) / temperature, dim=1
+            -_distance_matrix_f32(torch.cat([z1f, zsf], 0), z2_all, distance, c) / temperature,
+            dim=1,
         )
         logq_data = logq[: z1.shape[0]].mean()
         logq_sgld = logq[z1.shape[0] :].mean()
-        l2 = z1f.pow(2).sum() + zsf.pow(2).sum()
+        l2 = world * (z1f.pow(2).sum() + zsf.pow(2).sum())
         gen = -logq_data + logq_sgld + lambda1 * l2
         loss = disc + lambda2 * gen
     parts = {
