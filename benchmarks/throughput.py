@@ -18,6 +18,7 @@ synchronised), so ``augmentation / step`` shows whether it is the bottleneck of 
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -92,6 +93,7 @@ def fit_steps(
     method: str, loader: DataLoader, steps: int, device: torch.device, overrides: list[str] = ()
 ) -> tuple[list[float], list[float]]:
     """(step seconds, augmentation seconds) of ``steps`` timed steps after the warm-up ones."""
+    gc.collect()  # the previous fit's model and trainer must not be collected during this one
     adapter.LIGHTNING.seed_everything(0, workers=True)
     model = build(method, loader.batch_size, list(overrides))
     aug_seconds = time_augmentation(model, device)

@@ -89,7 +89,8 @@ def _bench(args: argparse.Namespace) -> None:
             f"the benchmark suite is not next to this installation ({root}/benchmarks/run.py is "
             "missing); run 'python -m solo_hyper bench' from a source checkout of solo-hyper"
         )
-    sys.path.insert(0, str(root))
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     module = importlib.import_module("benchmarks.run")
     argv = ["--device", args.device, "--threads", str(args.threads)]
     argv += ["--quick"] if args.quick else []

@@ -110,3 +110,17 @@ def test_interleaved_rotates_the_order_and_drops_warmup_rounds():
     assert paired_ratios([2.0, 6.0], [1.0, 2.0]) == [2.0, 3.0]
     with pytest.raises(ValueError, match="rounds"):
         paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_cli_bench_runs_the_suite_and_prints_its_table(monkeypatch, capsys, one_thread):
+    from solo_hyper.__main__ import main
+
+    row = Row(
+        "loss", "poincare fused", "solo simclr_loss_func", "m", Stat(0.9, 0.8, 1.1, 3), "<= 1.5"
+    )
+    monkeypatch.setitem(bench_run.BENCHMARKS, "geoopt", lambda settings: [row])
+    assert main(["bench", "--quick", "--only", "geoopt", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "quick run: geoopt" in out and "| 0.9x " in out and "| ok " in out
+    with pytest.raises(SystemExit):
+        main(["bench", "--only", "no-such-benchmark"])
