@@ -52,10 +52,12 @@ def knn_grid(
     coarse_map: torch.Tensor | None = None,
     curvature: float | None = None,
     temperature: float = 0.07,
+    cells: set[tuple[str, str]] | None = None,
 ) -> list[dict]:
     """One row per (space, distance, k): fine top-1/top-5 (in %) and coarse top-1 (or None).
 
-    One neighbour search per (space, distance) serves every k and both label sets.
+    One neighbour search per (space, distance) serves every k and both label sets; ``cells``
+    limits the (space, distance) pairs searched (None: all).
     """
     ks = check_ks(ks)
     coarse = None
@@ -71,6 +73,8 @@ def knn_grid(
         if space == "projector" and curvature is not None:
             distances.append("poincare")
         for distance in distances:
+            if cells is not None and (space, distance) not in cells:
+                continue
             weights, idx = nearest_neighbours(
                 x_train, x_test, max(ks), distance, temperature, curvature or 1.0
             )
@@ -123,12 +127,13 @@ def evaluate_knn(
     temperature: float = 0.07,
     delta_points: int = 500,
     seed: int = 0,
+    cells: set[tuple[str, str]] | None = None,
 ) -> dict:
-    """kNN grid + hierarchy metrics of precomputed embeddings."""
+    """kNN grid (``cells``: see :func:`knn_grid`) + hierarchy metrics of precomputed embeddings."""
     num_classes = int(max(train.targets.max(), test.targets.max())) + 1
     curvature = ball_curvature(model, cfg, test.z)
     coarse_map = coarse_labels(cfg["data"]["dataset"])
-    rows = knn_grid(train, test, ks, num_classes, coarse_map, curvature, temperature)
+    rows = knn_grid(train, test, ks, num_classes, coarse_map, curvature, temperature, cells)
     headline = pick(rows, k=DEFAULT_K if DEFAULT_K in check_ks(ks) else max(check_ks(ks)))
     return {
         "curvature": curvature,

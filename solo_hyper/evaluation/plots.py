@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from solo_hyper.evaluation.logs import epoch_metrics, loss_keys, series  # noqa: E402
 
@@ -48,6 +49,7 @@ def accuracy_curves(runs: dict[str, Path], path: Path) -> Path | None:
                     [e + 1 for e in epochs], [scale * v for v in values], marker="o", label=label
                 )
         ax.set(title=title, xlabel="epoch", ylabel="%")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return _save(fig, path)
@@ -66,6 +68,7 @@ def loss_curves(runs: dict[str, Path], path: Path) -> Path | None:
             if epochs:
                 ax.plot([e + 1 for e in epochs], values, marker="o", label=label)
         ax.set(title=key.removesuffix("_epoch"), xlabel="epoch", ylabel="loss")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return _save(fig, path)

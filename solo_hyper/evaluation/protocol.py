@@ -36,7 +36,9 @@ from solo_hyper.evaluation.linear import (
     with_epochs,
 )
 
+PROTOCOL_VERSION = 1  # bump when the protocol changes: cached eval.json files are redone
 DISK_POINTS = 500
+HEADLINE_KNN = {("backbone", "cosine")}  # the full grid: the knn command
 ROBUST_PREFERENCE = (
     ("robust_eval.json", "r-LE"),
     ("finetune_adv.json", "AT"),
@@ -112,6 +114,7 @@ def evaluate_run(
     ckpt_path = resolve_checkpoint(run_dir)
     lcfg = linear_config(run_dataset(run_dir, ckpt_path), linear_config_path, linear_epochs)
     protocol = {
+        "version": PROTOCOL_VERSION,
         "checkpoint": str(ckpt_path), "checkpoint_mtime": ckpt_path.stat().st_mtime,
         "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
     }  # fmt: skip
@@ -125,7 +128,9 @@ def evaluate_run(
     model.to(resolve_device(device))
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
     train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
-    knn = evaluate_knn(model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]))
+    knn = evaluate_knn(
+        model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN
+    )
     linear = linear_probe(model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet)
     hierarchy = knn["hierarchy"].get("projector") or knn["hierarchy"]["backbone"]
     result = {
