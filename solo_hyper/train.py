@@ -162,9 +162,27 @@ def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
     return out
 
 
+def reset_peak_memory(device: torch.device | None = None) -> None:
+    """Restarts the peak-memory count, so that runs in one process are measured separately."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:  # Linux: writing 5 resets the process's high-water mark (VmHWM)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def peak_memory_mb(device: torch.device | None = None) -> float:
+    """Peak memory since the last reset: CUDA allocations, or the process's resident set."""
     if device is not None and device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -214,6 +232,7 @@ def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
         enable_checkpointing=bool(cfg["checkpoint"]["enabled"]),
         default_root_dir=str(run_dir),
     )
+    reset_peak_memory(model.device)
     start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader, ckpt_path=str(resume) if resume else None)
     wall = time.perf_counter() - start
