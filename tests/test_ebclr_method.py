@@ -277,10 +277,26 @@ def test_another_rank_restores_the_chains_with_its_own_random_streams():
     assert not torch.equal(rank1.buffer.generator.get_state(), cb.buffer.generator.get_state())
 
 
-def test_checkpoint_resume_through_pretrain_restores_the_buffer(tmp_path, fashion_mnist_available):
+def image_folder(root: Path, per_class: int = 32) -> Path:
+    """A tiny ImageFolder (2 classes of 28 px RGB images): loads in milliseconds."""
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(0)
+    for c in range(2):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = torch.randint(0, 256, (28, 28, 3), dtype=torch.uint8, generator=g)
+            Image.fromarray(pixels.numpy()).save(root / f"class{c}" / f"{i}.png")
+    return root
+
+
+def test_checkpoint_resume_through_pretrain_restores_the_buffer(tmp_path):
+    images = str(image_folder(tmp_path / "images"))
     cfg = tiny_config(
         "ebclr", method_kwargs={**SMALL, "rho": 0.5},
-        checkpoint={"enabled": True, "dir": str(tmp_path), "frequency": 1},
+        data={"dataset": "custom", "image_size": 28, "train_path": images, "val_path": images,
+              "num_workers": 0},
+        checkpoint={"enabled": True, "dir": str(tmp_path / "runs"), "frequency": 1},
         auto_resume={"enabled": True}, knn_eval={"enabled": False}, limit_val_batches=0,
     )  # fmt: skip
     first = pretrain(prepare(None, base=cfg), quiet=True)

@@ -26,6 +26,10 @@ from solo_hyper.losses.ebclr import DISTANCES, ebclr_log_density, ebclr_loss
 from solo_hyper.sgld import ReplayBuffer, msgld
 from solo_hyper.solo import adapter
 
+NUMBER_ARGS = (
+    "temperature", "lambda1", "lambda2", "curvature", "sgld_step_size", "sgld_grad_clamp",
+    "sigma_min", "sigma_max", "noise_decay_K", "rho", "buffer_init_count",
+)  # fmt: skip
 ACTIVATIONS = {"relu": nn.ReLU, "lrelu": lambda: nn.LeakyReLU(0.2)}
 MEMORY_SHARE = 0.5  # the buffer may take half the free memory: resuming holds a second copy
 
@@ -141,40 +145,40 @@ class EBCLR(adapter.MethodBase):
 
         for key in ("proj_hidden_dim", "proj_output_dim", "buffer_size"):
             positive_int(key, 1)
+        for key in NUMBER_ARGS:
+            value = getattr(args, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"method_kwargs.{key} must be a number, got {value!r}")
         positive_int("sgld_steps", 0)
         if args.projector_activation not in ACTIVATIONS:
             raise ValueError(
                 f"method_kwargs.projector_activation must be one of {sorted(ACTIVATIONS)}, "
                 f"got {args.projector_activation!r}"
             )
-        if args.temperature is None or not args.temperature > 0:
+        if not args.temperature > 0:
             raise ValueError(f"method_kwargs.temperature must be > 0, got {args.temperature!r}")
         if args.distance not in DISTANCES:
             raise ValueError(
                 f"method_kwargs.distance must be one of {DISTANCES}, got {args.distance!r}"
             )
-        if args.curvature is None or not args.curvature > 0:
+        if not args.curvature > 0:
             raise ValueError(f"method_kwargs.curvature must be > 0, got {args.curvature!r}")
         for key in ("lambda1", "lambda2", "sgld_step_size", "buffer_init_count"):
             value = getattr(args, key)
-            if value is None or not value >= 0:
+            if not value >= 0:
                 raise ValueError(f"method_kwargs.{key} must be >= 0, got {value!r}")
-        if args.sgld_grad_clamp is None or not args.sgld_grad_clamp > 0:
+        if not args.sgld_grad_clamp > 0:
             raise ValueError(
                 f"method_kwargs.sgld_grad_clamp must be > 0 (.inf: no clamp), got {args.sgld_grad_clamp!r}"
             )
-        if (
-            args.sigma_min is None
-            or args.sigma_max is None
-            or not 0 <= args.sigma_min <= args.sigma_max
-        ):
+        if not 0 <= args.sigma_min <= args.sigma_max:
             raise ValueError(
                 "method_kwargs needs 0 <= sigma_min <= sigma_max (sigma_min == sigma_max is plain "
                 f"SGLD), got sigma_min={args.sigma_min!r}, sigma_max={args.sigma_max!r}"
             )
-        if args.noise_decay_K is None or not args.noise_decay_K > 0:
+        if not args.noise_decay_K > 0:
             raise ValueError(f"method_kwargs.noise_decay_K must be > 0, got {args.noise_decay_K!r}")
-        if args.rho is None or not 0 <= args.rho <= 1:
+        if not 0 <= args.rho <= 1:
             raise ValueError(
                 f"method_kwargs.rho is a probability and must be in [0, 1], got {args.rho!r}"
             )
