@@ -4,7 +4,8 @@ An RHCL step adds the instance-wise attack (one no-grad forward of x+, then ``st
 input-only backward passes of the anchor batch) and the forward/backward of x_adv to HCL's two
 crops. Counting a forward as 1 unit, a full backward as 2 and an input-only backward as ~1:
 HCL = 2 x 3 = 6 units, RHCL = 3 x 3 + 1 + 7 x 2 = 24 units, so expect about 4x with 7 steps
-(measured: 4.5x RHCL, 4.1x RoCL at batch 128, 1 thread, on a shared 2-core CPU).
+(measured: 4.5-4.7x RHCL, 4.1-4.6x RoCL at batch 128 with --threads 1 on a shared 2-core CPU;
+with 2 threads on a loaded machine thread contention makes the figures noisy).
 Each step is timed by a Lightning callback (forward, backward and optimiser step included);
 the methods alternate over several rounds in one process and the median step time is reported.
 
