@@ -42,6 +42,7 @@ from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.backbones import BACKBONES, build_backbone
 from solo_hyper.evaluation.knn import knn_accuracy
 from solo_hyper.solo.main_cfg import solo_config
+from solo_hyper.solo.registry import mixin_class, register_into
 
 API = "solo-learn main (GitHub, lightning 2)"
 LIGHTNING = pl
@@ -357,24 +358,12 @@ _PLUGIN_CLASSES: dict[type, type] = {}
 
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached)."""
-    if issubclass(cls, PluginBase):
-        return cls
-    if cls not in _PLUGIN_CLASSES:
-        _PLUGIN_CLASSES[cls] = type(cls.__name__, (cls, PluginBase), {"__module__": cls.__module__})
-    return _PLUGIN_CLASSES[cls]
+    return mixin_class(cls, PluginBase, _PLUGIN_CLASSES)
 
 
 def register(name: str, cls: type) -> None:
     """Adds ``cls`` to solo.methods.METHODS under ``name`` (idempotent)."""
-    current = METHODS.get(name)
-    if current is not None and current is not cls:
-        same = (current.__module__, current.__qualname__) == (cls.__module__, cls.__qualname__)
-        if not same:
-            raise ValueError(
-                f"cannot register {cls.__qualname__} as {name!r}: solo.methods.METHODS[{name!r}] "
-                f"is already {current.__module__}.{current.__qualname__}"
-            )
-    METHODS[name] = cls
+    register_into(METHODS, name, cls)
 
 
 def registered_methods() -> dict[str, type]:
