@@ -37,8 +37,8 @@ NOTES = (
     "cosine, k=20, T=0.07, coarse = neighbours vote with coarse labels; delta_rel = 2 delta / diam "
     "of 500 test projector outputs (Poincare distances on the ball); robust acc: PGD accuracy of "
     "the run's robust evaluation when one exists (protocol in results.csv); wall time, images/s "
-    "and peak memory: pretraining (peak memory is the process peak: CPU runs in one process "
-    "inherit earlier peaks)."
+    "and peak memory: pretraining (peak memory: CUDA allocations on a GPU, else the process's "
+    "resident-set high-water mark, reset before each run)."
 )
 
 
