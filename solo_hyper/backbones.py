@@ -81,6 +81,19 @@ class ResNet18NoBN(nn.Module):
         return torch.flatten(self.pool(self.blocks(self.stem(x))), 1)
 
 
+class FrozenBackbone(nn.Module):
+    """A pretrained encoder as solo's LinearModel expects it (``num_features``); the identity
+    with ``num_features`` set is the "backbone" of a head trained on precomputed features."""
+
+    def __init__(self, encoder: nn.Module | None, num_features: int) -> None:
+        super().__init__()
+        self.encoder = encoder if encoder is not None else nn.Identity()
+        self.num_features = int(num_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x)
+
+
 BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "small_cnn": SmallCNN,
     "resnet18_nobn": ResNet18NoBN,

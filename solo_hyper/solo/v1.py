@@ -25,7 +25,10 @@ from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation
-from solo_hyper.backbones import build_backbone
+from solo_hyper.backbones import (
+    FrozenBackbone,
+    build_backbone,
+)
 from solo_hyper.evaluation.knn import knn_accuracy
 from solo_hyper.solo.registry import mixin_class, register_into
 
@@ -296,19 +299,6 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
     model = cls(**kwargs)
     model.solo_hyper_config = cfg
     return model
-
-
-class FrozenBackbone(nn.Module):
-    """A pretrained encoder as solo's LinearModel expects it (``num_features``); the identity
-    with ``num_features`` set is the "backbone" of a head trained on precomputed features."""
-
-    def __init__(self, encoder: nn.Module | None, num_features: int) -> None:
-        super().__init__()
-        self.encoder = encoder if encoder is not None else nn.Identity()
-        self.num_features = int(num_features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encoder(x)
 
 
 class PluginLinearModel(LinearModel):
