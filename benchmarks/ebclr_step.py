@@ -76,6 +76,17 @@ def time_fit(model, loader, steps: int) -> list[float]:
     return timer.steps()
 
 
+def sampler_inputs(ebclr, b: int):
+    """Fixed chains (x, counts), second-view projections z_ref and a generator for timing the
+    sampler on 28 px inputs in [-1, 1]."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(b, 3, 28, 28, generator=g).clamp(-1, 1)
+    counts = torch.zeros(b)
+    with torch.no_grad():
+        z_ref = ebclr(torch.randn(b, 3, 28, 28, generator=g))["z"]
+    return x, counts, z_ref, g
+
+
 def sampler_official_way(model, x, counts, z_ref) -> torch.Tensor:
     """MSGLD as the official code runs it: backward() through the whole net at every step."""
     a = model.args
@@ -134,11 +145,7 @@ def main() -> None:
 
     # the sampler alone: input gradients only vs the official code's backward() into every weight
     ebclr = build(EBCLR_CONFIG, ebclr_overrides)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(b, 3, 28, 28, generator=g).clamp(-1, 1)
-    counts = torch.zeros(b)
-    with torch.no_grad():
-        z_ref = ebclr(torch.randn(b, 3, 28, 28, generator=g))["z"]
+    x, counts, z_ref, g = sampler_inputs(ebclr, b)
     ours, official = [], []
     untouched = True
     for _ in range(args.rounds * 2 + 1):  # interleaved again, first pair is a warm-up

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import statistics
 
-import torch
-
 from benchmarks.timing import Row, paired_ratios, summarize, timed
 
 
@@ -61,11 +59,7 @@ def ebclr_rows(
             out.append(statistics.median(eb.time_fit(eb.build(config, overrides), loader, steps)))
 
     ebclr = eb.build(eb.EBCLR_CONFIG, ebclr_overrides)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(b, 3, 28, 28, generator=g).clamp(-1, 1)
-    counts = torch.zeros(b)
-    with torch.no_grad():
-        z_ref = ebclr(torch.randn(b, 3, 28, 28, generator=g))["z"]
+    x, counts, z_ref, g = eb.sampler_inputs(ebclr, b)
     ours, official = [], []
     for _ in range(rounds + 1):  # the first pair is a warm-up
         ebclr.zero_grad(set_to_none=True)
