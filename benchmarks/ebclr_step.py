@@ -21,11 +21,11 @@ import time
 
 import torch
 
-import solo_hyper  # noqa: F401  (registers the methods)
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.data import InMemoryImages, _batch_is_ready
+from solo_hyper.run.train import prepare
 from solo_hyper.sgld import noise_std
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare
 
 EBCLR_CONFIG = "configs/pretrain/fashionmnist/ebclr.yaml"
 SIMCLR_CONFIG = "configs/pretrain/fashionmnist/simclr.yaml"

@@ -21,8 +21,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.timing import Row, format_table, interleaved, paired_ratios, summarize  # noqa: E402
-from solo_hyper.evaluation.disk_map import classical_mds  # noqa: E402
 from solo_hyper.geometry import expmap0, poincare_distance_matrix, project  # noqa: E402
+from solo_hyper.metrics.disk_map import classical_mds  # noqa: E402
 
 
 def linear_head_steps(threads: int, steps: int = 40) -> None:

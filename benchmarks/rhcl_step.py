@@ -25,10 +25,10 @@ import torch
 warnings.filterwarnings("ignore")
 os.environ.setdefault("PL_DISABLE_FORK", "1")
 
-import solo_hyper  # noqa: E402,F401  (registers the methods)
+import solo_hyper.methods  # noqa: E402,F401  (registers the methods)
 from solo_hyper.data import InMemoryImages, _batch_is_ready  # noqa: E402
+from solo_hyper.run.train import prepare  # noqa: E402
 from solo_hyper.solo import adapter  # noqa: E402
-from solo_hyper.train import prepare  # noqa: E402
 
 CONFIGS = {
     "hcl": "configs/pretrain/fashionmnist/hcl.yaml",

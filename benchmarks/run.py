@@ -58,7 +58,7 @@ def _quiet_imports() -> None:
             import benchmarks.loss  # noqa: F401
             import benchmarks.steps  # noqa: F401
             import benchmarks.throughput  # noqa: F401
-            import solo_hyper  # noqa: F401  (registers the methods)
+            import solo_hyper.methods  # noqa: F401  (registers the methods)
     except Exception:
         sys.stderr.write(captured.getvalue())
         raise

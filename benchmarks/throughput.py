@@ -29,8 +29,8 @@ from torch.utils.data import DataLoader
 from benchmarks.images import fashion_mnist_or_random
 from benchmarks.timing import Row, interleaved, paired_ratios, summarize, synchronize
 from solo_hyper.data import InMemoryImages, _batch_is_ready
+from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare
 
 CONFIGS = {
     "simclr": "configs/pretrain/fashionmnist/simclr.yaml",

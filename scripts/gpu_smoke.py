@@ -58,15 +58,15 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
 
     warnings.filterwarnings("ignore")
-    import solo_hyper  # noqa: F401  (registers the methods)
+    import solo_hyper.methods  # noqa: F401  (registers the methods)
     from solo_hyper.data import (
         InMemoryImages,
         _batch_is_ready,
         load_fashion_mnist,
         locate_fashion_mnist,
     )
+    from solo_hyper.run.train import prepare
     from solo_hyper.solo import adapter
-    from solo_hyper.train import prepare
 
     warnings.filterwarnings("ignore")
     prep = prepare(args.config, [

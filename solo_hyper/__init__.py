@@ -1,24 +1,32 @@
 """solo-hyper: hyperbolic and energy-based contrastive methods for solo-learn.
 
-Importing the package registers its methods into ``solo.methods.METHODS`` (idempotent), so that
-solo-learn's own launchers and this package's command line find them by name.
+``import solo_hyper`` is light: the algorithm modules (``geometry``, ``losses``, ``heads``,
+``attacks``, ``sgld``, ``augment``, ``data``, ``backbones``) and the metrics import with torch
+alone. The methods are registered into ``solo.methods.METHODS`` (idempotent) when they are
+imported (``import solo_hyper.methods``), which the command line, ``run-solo`` and
+``register_methods()`` do, so that solo-learn's launchers and this package find them by name.
 """
 
-from solo_hyper.solo import adapter  # fails with install instructions when solo-learn is absent
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
 
 def register_methods() -> None:
-    """Registers this plugin's methods and the baselines solo-learn 1.0.2 lacks (supcon)."""
-    from solo_hyper.methods import PLUGIN_METHODS
+    """Registers this plugin's methods (and the baselines solo-learn 1.0.2 lacks) into solo-learn."""
+    from solo_hyper.methods import register
 
-    for name, cls in PLUGIN_METHODS.items():
-        adapter.register(name, cls)
-    if "supcon" not in adapter.registered_methods():
-        adapter.register("supcon", adapter.SupCon)
+    register()
 
 
-register_methods()
+def __getattr__(name: str) -> Any:
+    if name == "adapter":  # the solo-learn adapter, imported (with solo-learn) only when asked for
+        from solo_hyper.solo import adapter
 
-__all__ = ["__version__", "adapter", "register_methods"]
+        return adapter
+    raise AttributeError(f"module 'solo_hyper' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "register_methods"]

@@ -179,6 +179,14 @@ def complete(cfg: dict, trainer_keys: set[str]) -> dict:
     return out
 
 
+SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFAR stem
+
+
+def small_images(cfg: dict) -> bool:
+    """Whether the run's large crops are small enough for the CIFAR stem (3x3 conv, no max-pool)."""
+    return cfg["augmentations"][0].get("crop_size", DEFAULT_CROP["crop_size"]) <= SMALL_IMAGE_SIZE
+
+
 def crop_counts(cfg: dict) -> tuple[int, int]:
     """(large, small) crops: crops of the first entry's size are large, as in solo-learn."""
     entries = cfg["augmentations"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import solo_hyper  # noqa: F401
-from solo_hyper.__main__ import main
+import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.cli.main import main
 
 FMNIST = "configs/pretrain/fashionmnist"
 TINY = ["data.train_subset=64", "data.val_subset=32", "optimizer.batch_size=16", "max_epochs=1"]

@@ -113,7 +113,7 @@ def test_interleaved_rotates_the_order_and_drops_warmup_rounds():
 
 
 def test_cli_bench_runs_the_suite_and_prints_its_table(monkeypatch, capsys, one_thread):
-    from solo_hyper.__main__ import main
+    from solo_hyper.cli.main import main
 
     row = Row(
         "loss", "poincare fused", "solo simclr_loss_func", "m", Stat(0.9, 0.8, 1.1, 3), "<= 1.5"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from solo_hyper.__main__ import main
+from solo_hyper.cli.main import main
 from solo_hyper.evaluation.compare import COLUMNS
 
 pytestmark = pytest.mark.slow

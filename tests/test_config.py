@@ -8,9 +8,9 @@ import pytest
 import yaml
 from conftest import tiny_config
 
-import solo_hyper  # noqa: F401
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError, load_config, parse_override
-from solo_hyper.train import prepare
+from solo_hyper.run.train import prepare
 
 CONFIGS = sorted(Path("configs/pretrain").rglob("*.yaml"))
 

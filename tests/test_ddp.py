@@ -13,12 +13,12 @@ import torch
 import torch.distributed as dist
 from conftest import fake_loaders, tiny_config
 
-import solo_hyper  # noqa: F401
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.losses import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
 from solo_hyper.losses.robust import robust_contrastive_loss
+from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare
 
 B, D = 6, 5  # per rank
 

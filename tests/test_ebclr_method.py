@@ -11,13 +11,13 @@ import torch
 import yaml
 from conftest import fake_loaders, tiny_config
 
-import solo_hyper  # noqa: F401  (registers the methods)
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import to_float_rgb
 from solo_hyper.callbacks import MSGLDReplayBuffer
 from solo_hyper.config import ConfigError
 from solo_hyper.methods.ebclr import EBCLR
+from solo_hyper.run.train import prepare, pretrain
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare, pretrain
 
 pl = adapter.LIGHTNING
 SMALL = {"proj_hidden_dim": 16, "proj_output_dim": 8, "buffer_size": 64, "sgld_steps": 2}

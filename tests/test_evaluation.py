@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from solo_hyper.__main__ import main
+from solo_hyper.cli.main import main
 from solo_hyper.config import ConfigError
 from solo_hyper.evaluation.linear import load_linear_config, with_epochs
 from solo_hyper.evaluation.logs import epoch_metrics, loss_keys, series
@@ -26,7 +26,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     from solo_hyper.data import locate_fashion_mnist
-    from solo_hyper.train import prepare, pretrain
+    from solo_hyper.run.train import prepare, pretrain
 
     if locate_fashion_mnist(None) is None:
         pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")

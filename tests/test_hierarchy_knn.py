@@ -9,9 +9,11 @@ import pytest
 import torch
 
 from solo_hyper.data import coarse_labels
-from solo_hyper.evaluation.disk_map import fit_disk
 from solo_hyper.evaluation.features import Embeddings
-from solo_hyper.evaluation.hierarchy import (
+from solo_hyper.evaluation.knn_probe import knn_grid
+from solo_hyper.geometry import expmap0, poincare_distance, poincare_distance_matrix
+from solo_hyper.metrics.disk_map import fit_disk
+from solo_hyper.metrics.hierarchy import (
     class_mean_norms,
     delta_hyperbolicity,
     distance_matrix,
@@ -20,9 +22,7 @@ from solo_hyper.evaluation.hierarchy import (
     sample_delta,
     to_coarse,
 )
-from solo_hyper.evaluation.knn import knn_accuracy, knn_scores
-from solo_hyper.evaluation.knn_probe import knn_grid
-from solo_hyper.geometry import expmap0, poincare_distance, poincare_distance_matrix
+from solo_hyper.metrics.knn import knn_accuracy, knn_scores
 
 
 def tree_metric(n: int, seed: int) -> torch.Tensor:

@@ -6,9 +6,9 @@ import pytest
 import torch
 from conftest import fake_loaders, tiny_config
 
-import solo_hyper  # noqa: F401  (registers the methods)
+import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare
 
 METHODS = ["hcl", "shcl", "simclr", "supcon"]
 

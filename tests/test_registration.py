@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import solo_hyper
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.solo import adapter
 
 
@@ -38,7 +39,7 @@ def test_a_name_taken_by_another_class_raises():
 
 
 def test_import_without_solo_learn_says_how_to_install():
-    code = "import sys; sys.modules['solo'] = None; import solo_hyper"
+    code = "import sys; sys.modules['solo'] = None; import solo_hyper.methods"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "pip install --no-deps solo-learn==1.0.2" in proc.stderr

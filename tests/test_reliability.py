@@ -14,11 +14,11 @@ import pytest
 import torch
 from conftest import tiny_config
 
-import solo_hyper  # noqa: F401
-from solo_hyper.guards import NonFiniteLossError, newest_checkpoint
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.methods.hcl import HCL
+from solo_hyper.run.guards import NonFiniteLossError, newest_checkpoint
+from solo_hyper.run.train import prepare, pretrain
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare, pretrain
 
 pl = adapter.LIGHTNING
 

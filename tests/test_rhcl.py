@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 from conftest import fake_loaders, tiny_config
 
-import solo_hyper  # noqa: F401  (registers the methods)
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError
 from solo_hyper.losses import contrastive_loss
 from solo_hyper.losses.robust import robust_contrastive_loss
+from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
-from solo_hyper.train import prepare
 
 METHODS = ["rhcl", "rocl"]
 HEAD = {"proj_hidden_dim": 16, "proj_output_dim": 8}

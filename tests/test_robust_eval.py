@@ -219,7 +219,7 @@ def _table(path):
 
 @pytest.mark.slow
 def test_robust_eval_command_end_to_end(rhcl_run, capsys):
-    from solo_hyper.__main__ import main
+    from solo_hyper.cli.main import main
 
     args = ["--checkpoint", str(rhcl_run), "--config", "configs/robust/fashionmnist.yaml"]
     assert main(["robust-eval", *args, *TINY]) == 0
@@ -236,7 +236,7 @@ def test_robust_eval_command_end_to_end(rhcl_run, capsys):
 
 @pytest.mark.slow
 def test_finetune_adv_command_end_to_end(rhcl_run):
-    from solo_hyper.__main__ import main
+    from solo_hyper.cli.main import main
 
     args = [
         "--checkpoint",
@@ -255,7 +255,7 @@ def test_finetune_adv_command_end_to_end(rhcl_run):
 
 
 def test_robust_commands_check_config_then_checkpoint_before_any_work(tmp_path, capsys):
-    from solo_hyper.__main__ import main
+    from solo_hyper.cli.main import main
 
     assert main(["robust-eval", "--checkpoint", str(tmp_path / "nope"), "linear.epoch=3"]) == 2
     assert "unknown robust-eval config key 'linear.epoch'" in capsys.readouterr().err

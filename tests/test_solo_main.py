@@ -22,14 +22,14 @@ import torch
 import yaml
 from conftest import fake_loaders, tiny_config
 
-import solo_hyper  # noqa: F401  (registers the methods)
+import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import DEFAULT_CROP
+from solo_hyper.cli.run_solo import resolve_hydra_args, run_solo
 from solo_hyper.config import ConfigError
 from solo_hyper.methods import PLUGIN_METHODS
+from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
-from solo_hyper.solo.launch import resolve_hydra_args, run_solo
 from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS, solo_config
-from solo_hyper.train import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLO_MAIN_CONFIGS = ROOT / "configs" / "solo-main"
@@ -228,7 +228,7 @@ def test_hydra_config_paths_are_taken_from_the_working_directory(tmp_path):
 
 
 def test_run_solo_with_a_missing_script_exits_with_a_message(capsys):
-    from solo_hyper.__main__ import main
+    from solo_hyper.cli.main import main
 
     assert main(["run-solo", "no/such/main_pretrain.py", "--config-name", "x"]) == 2
     assert "does not exist" in capsys.readouterr().err
@@ -534,7 +534,7 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(tmp_path, monke
 
 @needs_main
 def test_pretrain_command_runs_on_solo_main(tmp_path, fashion_mnist_available):
-    from solo_hyper.train import pretrain
+    from solo_hyper.run.train import pretrain
 
     cfg = tiny_config("shcl", checkpoint={"enabled": True, "dir": str(tmp_path)})
     result = pretrain(prepare(None, base=cfg), quiet=True)

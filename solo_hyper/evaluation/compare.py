@@ -15,7 +15,7 @@ from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES
 from solo_hyper.evaluation import plots
 from solo_hyper.evaluation.protocol import evaluate_run, linear_config
-from solo_hyper.train import Prepared, prepare, pretrain
+from solo_hyper.run.train import Prepared, prepare, pretrain
 
 COLUMNS = [
     ("method", "method"),

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from solo_hyper.checkpoints import load_pretrained
 from solo_hyper.config import ConfigError
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
@@ -28,9 +27,10 @@ from solo_hyper.evaluation.features import (
     embed,
     evaluation_loaders,
 )
-from solo_hyper.evaluation.hierarchy import class_mean_norms, sample_delta, to_coarse
-from solo_hyper.evaluation.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.evaluation.linear import resolve_device
+from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
+from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
+from solo_hyper.run.checkpoints import load_pretrained
 
 DEFAULT_KS = (10, 20, 50, 100)
 DEFAULT_K = 20

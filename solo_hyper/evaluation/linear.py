@@ -27,7 +27,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from solo_hyper.augment import DeviceAugmentation
-from solo_hyper.checkpoints import load_pretrained
 from solo_hyper.config import DEFAULTS as PRETRAIN_DEFAULTS
 from solo_hyper.config import ConfigError, closest, load_config, merge
 from solo_hyper.data import _batch_is_ready
@@ -38,7 +37,8 @@ from solo_hyper.evaluation.features import (
     evaluation_view,
     model_device,
 )
-from solo_hyper.evaluation.threads import single_thread
+from solo_hyper.metrics.threads import single_thread
+from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING

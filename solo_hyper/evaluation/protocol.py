@@ -22,11 +22,8 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from solo_hyper.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
 from solo_hyper.data import coarse_labels
-from solo_hyper.evaluation.disk_map import fit_disk
 from solo_hyper.evaluation.features import ball_curvature, embed, evaluation_loaders
-from solo_hyper.evaluation.hierarchy import distance_matrix
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
 from solo_hyper.evaluation.linear import (
     default_config_path,
@@ -35,6 +32,9 @@ from solo_hyper.evaluation.linear import (
     resolve_device,
     with_epochs,
 )
+from solo_hyper.metrics.disk_map import fit_disk
+from solo_hyper.metrics.hierarchy import distance_matrix
+from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
 
 PROTOCOL_VERSION = 1  # bump when the protocol changes: cached eval.json files are redone
 DISK_POINTS = 500

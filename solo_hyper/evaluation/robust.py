@@ -2,7 +2,7 @@
 
 Reads a robust-evaluation YAML (``configs/robust/<dataset>.yaml``; defaults = RoCL's protocol,
 see ``ROBUST_DEFAULTS``), checks it completely before any work, rebuilds the pretrained model
-with :func:`solo_hyper.checkpoints.load_pretrained`, trains the heads / fine-tunes with
+with :func:`solo_hyper.run.checkpoints.load_pretrained`, trains the heads / fine-tunes with
 ``evaluation/adversarial.py`` and writes a table (method, protocol, A_nat, one column per
 white-box attack) as markdown, CSV and JSON next to the run (``<run dir>/robust/``).
 """
@@ -256,7 +256,7 @@ class _Run:
 
 
 def _open_run(checkpoint: str, rcfg: dict) -> _Run:
-    from solo_hyper.checkpoints import load_pretrained, resolve_checkpoint
+    from solo_hyper.run.checkpoints import load_pretrained, resolve_checkpoint
 
     model, cfg, ckpt = load_pretrained(checkpoint)
     out = rcfg["raw"]["out"]

@@ -31,7 +31,7 @@ from solo_hyper.evaluation.compare import (
     write_tables,
 )
 from solo_hyper.evaluation.plots import sweep_plot
-from solo_hyper.train import prepare
+from solo_hyper.run.train import prepare
 
 PRESETS: dict[str, tuple[str, list[Any]]] = {
     "curvature": ("method_kwargs.curvature", [round(0.1 * i, 1) for i in range(1, 11)]),

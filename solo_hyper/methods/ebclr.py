@@ -291,7 +291,7 @@ class EBCLR(adapter.MethodBase):
         if chains is None:
             raise RuntimeError(
                 "ebclr takes its SGLD chain starts from the MSGLDReplayBuffer callback: train "
-                "through solo_hyper.train.pretrain, or pass Trainer(callbacks=model.extra_callbacks())"
+                "through solo_hyper.run.train.pretrain, or pass Trainer(callbacks=model.extra_callbacks())"
             )
         a = self.args
         z1, z2 = z

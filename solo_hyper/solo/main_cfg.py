@@ -19,7 +19,7 @@ SOLO_MAIN_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100",
 def solo_config(
     cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]
 ) -> dict:
-    """The plugin config ``cfg`` (completed and validated by ``solo_hyper.train.prepare``) as
+    """The plugin config ``cfg`` (completed and validated by ``solo_hyper.run.train.prepare``) as
     solo main's cfg; lr is scaled here when ``optimizer.scale_lr`` (solo main's parse_cfg, which
     would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs."""
     opt, sched, data = cfg["optimizer"], cfg["scheduler"], cfg["data"]

@@ -44,7 +44,7 @@ from solo_hyper.backbones import (
     FrozenBackbone,
     build_backbone,
 )
-from solo_hyper.evaluation.knn import knn_accuracy
+from solo_hyper.metrics.knn import knn_accuracy
 from solo_hyper.solo.main_cfg import solo_config
 from solo_hyper.solo.registry import mixin_class, register_into
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.evaluation.threads import single_thread
 from solo_hyper.geometry import expmap0, poincare_distance_matrix, project
+from solo_hyper.metrics.threads import single_thread
 
 
 def classical_mds(d: torch.Tensor, dim: int = 2) -> torch.Tensor:

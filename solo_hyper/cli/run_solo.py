@@ -75,7 +75,7 @@ def run_solo(script: str, args: list[str]) -> None:
             f"{', '.join(KNOWN_SCRIPTS)} in a checkout of solo-learn (they are not part of the "
             "installed package; see docs/solo-main.md)"
         )
-    import solo_hyper  # noqa: F401  (registers the methods and backbones)
+    import solo_hyper.methods  # noqa: F401  (registers the methods)
     from solo_hyper.solo import adapter
 
     args = resolve_hydra_args(args, Path.cwd())

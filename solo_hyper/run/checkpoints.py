@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, crop_counts, small_images
 from solo_hyper.data import DATASETS
 
 
@@ -20,16 +20,47 @@ class CheckpointError(ConfigError):
     """A checkpoint that cannot be used; the message says why."""
 
 
+def newest_checkpoint(
+    run_dir: Path, expect_method: str | None = None, verify: bool = True
+) -> Path | None:
+    """The newest checkpoint in ``run_dir`` (last.ckpt first), or None.
+
+    ``verify``: only one torch can read (a SIGKILL during a write leaves a truncated file, so
+    resuming falls back to an older one). With ``expect_method``, a readable checkpoint of another
+    method is an error (resuming an HCL run directory with an EBCLR config would mix two runs).
+    """
+    candidates = [run_dir / "last.ckpt"] if (run_dir / "last.ckpt").is_file() else []
+    candidates += sorted(
+        (p for p in run_dir.glob("*.ckpt") if p.name != "last.ckpt"),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    if not verify:
+        return candidates[0] if candidates else None
+    for path in candidates:
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception:  # truncated by a kill during the write: try an older one
+            print(f"[solo-hyper] skipping unreadable checkpoint {path}")
+            continue
+        method = (ckpt.get("solo_hyper_config") or {}).get("method") if isinstance(ckpt, dict) else None
+        if expect_method is not None and method is not None and method != expect_method:
+            raise CheckpointError(
+                f"{path} is a checkpoint of method {method!r}, but the config trains "
+                f"{expect_method!r}; use another checkpoint.dir or name, or auto_resume.enabled=false"
+            )
+        return path
+    return None
+
+
 def resolve_checkpoint(path: str | Path) -> Path:
     """A run directory (its last.ckpt, else its newest .ckpt) or a checkpoint file."""
     p = Path(path)
     if p.is_dir():
-        if (p / "last.ckpt").is_file():
-            return p / "last.ckpt"
-        ckpts = sorted(p.glob("*.ckpt"), key=lambda f: f.stat().st_mtime)
-        if not ckpts:
+        found = newest_checkpoint(p, verify=False)
+        if found is None:
             raise CheckpointError(f"no checkpoint (*.ckpt) in run directory {str(p)!r}")
-        return ckpts[-1]
+        return found
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist (give a run directory or a .ckpt file)")
     return p
@@ -61,9 +92,7 @@ def load_pretrained(path: str | Path, expect_method: str | None = None):
 
     Returns (model in eval mode, its config, the checkpoint dict).
     """
-    from solo_hyper.config import crop_counts
     from solo_hyper.solo import adapter
-    from solo_hyper.train import SMALL_IMAGE_SIZE
 
     ckpt = read_checkpoint(path)
     cfg = ckpt["solo_hyper_config"]
@@ -75,8 +104,7 @@ def load_pretrained(path: str | Path, expect_method: str | None = None):
     if "classifier.weight" not in ckpt["state_dict"]:
         raise CheckpointError(f"checkpoint {ckpt['_path']!r} does not match its config: no weights")
     num_classes = ckpt["state_dict"]["classifier.weight"].shape[0]
-    crop = cfg["augmentations"][0].get("crop_size", 32)
-    model = adapter.build_method(cfg, num_classes, crop <= SMALL_IMAGE_SIZE, crop_counts(cfg))
+    model = adapter.build_method(cfg, num_classes, small_images(cfg), crop_counts(cfg))
     try:
         model.load_state_dict(ckpt["state_dict"], strict=True)
     except RuntimeError as err:

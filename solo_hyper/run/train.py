@@ -18,14 +18,23 @@ from typing import Any
 import torch
 import yaml
 
+import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
 from solo_hyper.backbones import BACKBONES
-from solo_hyper.config import ConfigError, closest, complete, crop_counts, load_config, validate
+from solo_hyper.config import (
+    ConfigError,
+    closest,
+    complete,
+    crop_counts,
+    load_config,
+    small_images,
+    validate,
+)
 from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
-from solo_hyper.guards import NonFiniteLossGuard, newest_checkpoint
+from solo_hyper.run.checkpoints import newest_checkpoint
+from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
-SMALL_IMAGE_SIZE = 64  # at or below this, solo's ResNets get the CIFAR stem
 
 
 @dataclass
@@ -107,8 +116,7 @@ def prepare(
             cls.check_config(cfg)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    crop = cfg["augmentations"][0].get("crop_size", 32)
-    return Prepared(cfg, cls, image_size, (large, small), crop <= SMALL_IMAGE_SIZE)
+    return Prepared(cfg, cls, image_size, (large, small), small_images(cfg))
 
 
 def trainer_kwargs(cfg: dict) -> dict:

@@ -1,0 +1,214 @@
+"""Command line: ``python -m solo_hyper <command> ...`` (the top layer: it may import anything below)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from solo_hyper.config import ConfigError
+from solo_hyper.data import DatasetNotFoundError
+from solo_hyper.run.guards import NonFiniteLossError
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    from solo_hyper.run.train import prepare, pretrain
+
+    result = pretrain(prepare(args.config, args.overrides), quiet=args.quiet)
+    print(
+        f"{result['method']}: online linear top-1 {result['online_linear_acc1']}, "
+        f"kNN top-1 {result['knn_acc1']}, {result['wall_time_s']} s -> {result['run_dir']}"
+    )
+
+
+def _compare(args: argparse.Namespace) -> None:
+    from solo_hyper.evaluation.compare import compare, markdown_table
+
+    rows = compare(
+        args.configs, args.out, args.epochs, args.overrides, quiet=args.quiet,
+        linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
+        evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
+    )  # fmt: skip
+    print(markdown_table(rows))
+    print(f"\nwritten: {args.out}/results.md, {args.out}/results.csv")
+
+
+def _linear(args: argparse.Namespace) -> None:
+    from solo_hyper.evaluation.linear import linear_eval
+
+    r = linear_eval(args.checkpoint, args.config, args.overrides, args.device, args.quiet)
+    print(f"{r['run']}: linear top-1 {r['linear_acc1']:.2f} ({r['linear_features']} features, "
+          f"{r['linear_epochs']} epochs) -> linear.json, linear.md next to {r['checkpoint']}")  # fmt: skip
+
+
+def _knn(args: argparse.Namespace) -> None:
+    from solo_hyper.evaluation.knn_probe import knn_eval, markdown
+
+    r = knn_eval(
+        args.checkpoint, args.k, args.temperature, args.delta_points, args.train_subset,
+        args.val_subset, args.device,
+    )  # fmt: skip
+    print(markdown(r))
+    print(f"written: knn.json, knn.md next to {r['checkpoint']}")
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from solo_hyper.evaluation.compare import markdown_table
+    from solo_hyper.evaluation.sweep import COLUMNS, sweep
+
+    rows = sweep(
+        args.target, args.config, args.out, args.values, args.epochs, args.overrides,
+        args.quiet, args.linear_epochs, args.linear_config, args.device,
+    )  # fmt: skip
+    print(markdown_table(rows, COLUMNS))
+    print(f"\nwritten: {args.out}/sweep-*.md, .csv, .png")
+
+
+def _robust(args: argparse.Namespace) -> None:
+    from solo_hyper.evaluation import robust
+
+    run = robust.finetune_adv if args.command == "finetune-adv" else robust.robust_eval
+    log = (lambda _: None) if args.quiet else print
+    rows = run(args.checkpoint, args.config, args.overrides, log=log)
+    print(robust.markdown_table(rows))
+
+
+def _run_solo(args: argparse.Namespace) -> None:
+    from solo_hyper.cli.run_solo import run_solo
+
+    run_solo(args.script, args.args)
+
+
+def _bench(args: argparse.Namespace) -> None:
+    """Runs benchmarks/run.py of the source checkout this package sits in."""
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "run.py").is_file():
+        raise ConfigError(
+            f"the benchmark suite is not next to this installation ({root}/benchmarks/run.py is "
+            "missing); run 'python -m solo_hyper bench' from a source checkout of solo-hyper"
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module("benchmarks.run")
+    argv = ["--device", args.device, "--threads", str(args.threads)]
+    argv += ["--quick"] if args.quick else []
+    argv += ["--only", *args.only] if args.only else []
+    if module.main(argv):
+        raise SystemExit(1)
+
+
+def _evaluation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--linear-epochs", type=int, default=None,
+        help="epochs of the offline linear probe (default: the linear config's)",
+    )  # fmt: skip
+    p.add_argument(
+        "--linear-config", default=None,
+        help="linear-evaluation YAML (default: configs/linear/<dataset>.yaml)",
+    )  # fmt: skip
+    p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m solo_hyper", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("pretrain", help="pretrain one method from a YAML config")
+    p.add_argument(
+        "--config", required=True, help="YAML file, e.g. configs/pretrain/fashionmnist/hcl.yaml"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
+    p.set_defaults(func=_pretrain)
+
+    p = sub.add_parser("compare", help="train several configs and tabulate them side by side")
+    p.add_argument("--configs", nargs="+", required=True)
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--out", default="results/compare")
+    p.add_argument(
+        "--set", dest="overrides", nargs="*", default=[], help="overrides for every config"
+    )
+    p.add_argument("--quiet", action="store_true")
+    _evaluation_args(p)
+    p.add_argument("--no-eval", action="store_true", help="pretraining numbers only")
+    p.add_argument("--no-plots", action="store_true", help="no PNG figures")
+    p.set_defaults(func=_compare)
+
+    p = sub.add_parser("linear", help="offline linear probe (solo-learn's LinearModel) of a run")
+    p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
+    p.add_argument(
+        "--config", default=None,
+        help="e.g. configs/linear/cifar10.yaml (default: configs/linear/<the run's dataset>.yaml)",
+    )  # fmt: skip
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("overrides", nargs="*", help="dotted.key=value overrides of the linear config")
+    p.set_defaults(func=_linear)
+
+    p = sub.add_parser("knn", help="weighted kNN grid and hierarchy metrics of a run")
+    p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
+    p.add_argument("--k", type=int, nargs="+", default=[10, 20, 50, 100])
+    p.add_argument("--temperature", type=float, default=0.07, help="of the cosine votes")
+    p.add_argument("--delta-points", type=int, default=500, help="points for delta-hyperbolicity")
+    p.add_argument("--train-subset", type=int, default=None, help="default: the run's")
+    p.add_argument("--val-subset", type=int, default=None, help="default: the run's")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    p.set_defaults(func=_knn)
+
+    p = sub.add_parser("sweep", help="train and evaluate configs over the values of one key")
+    p.add_argument(
+        "target", help="a preset (curvature, normalize, lambda2, rho, batch_size, temperature) "
+        "or a dotted config key",
+    )  # fmt: skip
+    p.add_argument("--config", nargs="+", required=True, help="one or more pretraining configs")
+    p.add_argument("--values", nargs="+", default=None, help="values (YAML); default: the preset's")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--out", default="results/sweep")
+    p.add_argument("--set", dest="overrides", nargs="*", default=[], help="overrides for every run")
+    p.add_argument("--quiet", action="store_true")
+    _evaluation_args(p)
+    p.set_defaults(func=_sweep)
+
+    for name, text in [
+        ("robust-eval", "LE and r-LE heads on a pretrained encoder, white-box PGD-20 accuracy"),
+        ("finetune-adv", "adversarial fine-tuning (AT) of a pretrained run, then PGD-20 accuracy"),
+    ]:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
+        p.add_argument("--config", default=None, help="e.g. configs/robust/fashionmnist.yaml")
+        p.add_argument("--quiet", action="store_true")
+        p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
+        p.set_defaults(func=_robust)
+
+    p = sub.add_parser(
+        "run-solo",
+        help="run solo-learn's own main_pretrain.py / main_linear.py / main_knn.py with this "
+        "plugin's methods registered (e.g. --config-path configs/solo-main/cifar10 "
+        "--config-name hcl.yaml)",
+    )
+    p.add_argument("script", help="path of the solo-learn script (in a solo-learn checkout)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    p.set_defaults(func=_run_solo)
+
+    p = sub.add_parser("bench", help="the benchmark suite (benchmarks/run.py): one table of ratios")
+    p.add_argument("--quick", action="store_true", help="small sizes, few rounds (about 2 min)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="e.g. loss throughput augment")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ConfigError, DatasetNotFoundError) as err:
+        print(f"solo-hyper: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as err:
+        print(f"solo-hyper: stopped: {err}", file=sys.stderr)
+        return 3
+    return 0
