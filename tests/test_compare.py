@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from solo_hyper.cli.main import main
 from solo_hyper.evaluation.compare import COLUMNS
@@ -46,15 +47,12 @@ def compared(tmp_path_factory) -> Path:
 
 def test_results_table_has_every_column_filled(compared):
     header, rows = read_table(compared)
-    assert header == [title for _, title in COLUMNS]
+    # no robust evaluation of these runs: that column is left out of the markdown table
+    assert header == [title for _, title in COLUMNS if title != "robust acc"]
     assert [r[0] for r in rows] == ["simclr", "hcl"]
-    robust = header.index("robust acc")
     for row in rows:
         for i, cell in enumerate(row):
-            if i == robust:
-                assert cell == "-"  # no robust evaluation of these runs
-            else:
-                assert cell not in ("", "-", "None", "nan"), (header[i], row)
+            assert cell not in ("", "-", "None", "nan"), (header[i], row)
     with open(compared / "results.csv") as f:
         records = list(csv.DictReader(f))
     assert [r["method"] for r in records] == ["simclr", "hcl"]
@@ -89,7 +87,7 @@ def test_second_compare_reuses_runs_and_reads_a_robust_evaluation(compared):
     assert {p: p.stat().st_mtime for p in stamps} == stamps  # neither retrained nor re-evaluated
     header, rows = read_table(compared)
     by_method = {r[0]: r for r in rows}
-    robust_col = header.index("robust acc")
+    robust_col = header.index("robust acc")  # shown now that one run has a robust evaluation
     assert by_method["simclr"][robust_col] == "-"
     assert 0 <= float(by_method["hcl"][robust_col]) <= 100
     records = {r["method"]: r for r in csv.DictReader(open(compared / "results.csv"))}
@@ -141,3 +139,119 @@ def test_compare_rejects_a_bad_linear_budget_before_training(tmp_path, capsys):
     bad = ["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-config", str(tmp_path)]
     assert main(bad) == 2
     assert not out.exists() or not any(out.iterdir())
+
+
+SEEDED = ["configs/pretrain/fashionmnist/hcl.yaml", "configs/pretrain/fashionmnist/simclr.yaml"]
+RATES = ("linear_acc1", "online_linear_acc1", "knn_top1", "knn_coarse_top1", "relative_delta")
+
+
+def seeded_args(out: Path, configs=SEEDED, seeds=("0", "1")) -> list[str]:
+    return ["compare", "--configs", *configs, "--seeds", *seeds, "--epochs", "1", "--out",
+            str(out), "--quiet", "--no-plots", "--linear-epochs", "2", "--set", *TINY]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    from solo_hyper.data import locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
+    out = tmp_path_factory.mktemp("seeded")
+    assert main(seeded_args(out)) == 0
+    return out
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Every markdown table of a file as rows of cells (header first, separator dropped)."""
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            if not line.startswith("|---"):
+                current.append([c.strip() for c in line.strip("|").split("|")])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def test_every_seed_is_its_own_run_with_its_own_seed(seeded):
+    records = list(csv.DictReader(open(seeded / "results.csv")))
+    assert [(r["config"], r["seed"], r["name"]) for r in records] == [
+        ("fashionmnist-hcl", "0", "fashionmnist-hcl-s0"),
+        ("fashionmnist-hcl", "1", "fashionmnist-hcl-s1"),
+        ("fashionmnist-simclr", "0", "fashionmnist-simclr-s0"),
+        ("fashionmnist-simclr", "1", "fashionmnist-simclr-s1"),
+    ]
+    for r in records:
+        cfg = yaml.safe_load((seeded / r["name"] / "config.yaml").read_text())
+        assert cfg["seed"] == int(r["seed"]) and cfg["name"] == r["name"]
+    hcl = [r for r in records if r["config"] == "fashionmnist-hcl"]
+    assert hcl[0]["online_linear_acc1"] != hcl[1]["online_linear_acc1"] or (
+        hcl[0]["knn_top1"] != hcl[1]["knn_top1"]
+    )  # another seed is another run
+
+
+def test_seeded_tables_fill_every_column_and_summarise_the_runs(seeded):
+    summary, pairs, runs = markdown_tables((seeded / "results.md").read_text())
+    for table in (summary, pairs, runs):
+        for row in table[1:]:
+            assert len(row) == len(table[0])
+            assert all(cell not in ("", "-", "None", "nan") for cell in row), row
+    records = list(csv.DictReader(open(seeded / "results.csv")))
+    stats = {r["config"]: r for r in csv.DictReader(open(seeded / "summary.csv"))}
+    for config in ("fashionmnist-hcl", "fashionmnist-simclr"):
+        values = [float(r["linear_acc1"]) for r in records if r["config"] == config]
+        assert float(stats[config]["linear_acc1_mean"]) == pytest.approx(sum(values) / 2)
+        assert float(stats[config]["linear_acc1_std"]) == pytest.approx(
+            abs(values[0] - values[1]) / 2**0.5
+        )
+    assert [row[0] for row in pairs[1:]] == ["fashionmnist-hcl - fashionmnist-simclr"] * 4
+
+
+def test_paired_difference_is_the_hand_computed_t_interval(seeded):
+    records = list(csv.DictReader(open(seeded / "results.csv")))
+    by = {(r["config"], r["seed"]): float(r["knn_top1"]) for r in records}
+    d = [by["fashionmnist-hcl", s] - by["fashionmnist-simclr", s] for s in ("0", "1")]
+    m = (d[0] + d[1]) / 2
+    half = 12.706205 * abs(d[0] - d[1]) / 2**0.5 / 2**0.5  # t_{0.975,1} * sd / sqrt(2)
+    row = next(r for r in csv.DictReader(open(seeded / "pairs.csv")) if r["metric"] == "knn_top1")
+    assert float(row["mean_difference"]) == pytest.approx(m)
+    assert float(row["ci95_low"]) == pytest.approx(m - half, abs=1e-4)
+    assert float(row["ci95_high"]) == pytest.approx(m + half, abs=1e-4)
+    expected = "within noise" if m - half <= 0 <= m + half else ("hcl" if m > 0 else "simclr")
+    assert expected in row["verdict"]
+
+
+def test_same_seed_on_the_same_machine_gives_identical_numbers(seeded, tmp_path):
+    assert main(seeded_args(tmp_path, configs=SEEDED[:1], seeds=("1",))) == 0
+    again = next(csv.DictReader(open(tmp_path / "results.csv")))
+    first = next(r for r in csv.DictReader(open(seeded / "results.csv"))
+                 if r["name"] == "fashionmnist-hcl-s1")  # fmt: skip
+    assert {k: again[k] for k in RATES} == {k: first[k] for k in RATES}
+
+
+def test_an_unknown_pair_name_is_refused_before_training(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    args = ["compare", "--configs", *SEEDED, "--seeds", "0", "1", "--pairs", "hcl:simclrr",
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "no compared config is called 'simclrr'" in err and "did you mean" in err
+    assert main([*args[:-3], "hcl-simclr", "--out", str(out)]) == 2
+    assert "METHOD:BASELINE" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("seeds", [["0", "one"], ["1.5"], ["0", "0"], ["-1"]])
+def test_bad_seeds_are_refused_before_training(tmp_path, capsys, seeds):
+    out = tmp_path / "cmp"
+    assert main(["compare", "--configs", *SEEDED, "--seeds", *seeds, "--out", str(out)]) == 2
+    assert "--seeds" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_seeds_and_a_seed_override_conflict(tmp_path, capsys):
+    args = ["compare", "--configs", *SEEDED, "--seeds", "0", "--out", str(tmp_path / "c"),
+            "--set", "seed=3"]  # fmt: skip
+    assert main(args) == 2
+    assert "--seeds, not --set seed" in capsys.readouterr().err

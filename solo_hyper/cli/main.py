@@ -21,15 +21,19 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
-    from solo_hyper.evaluation.compare import compare, markdown_table
+    from pathlib import Path
 
-    rows = compare(
+    from solo_hyper.evaluation.compare import compare
+
+    compare(
         args.configs, args.out, args.epochs, args.overrides, quiet=args.quiet,
         linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
+        seeds=args.seeds, pairs=args.pairs,
     )  # fmt: skip
-    print(markdown_table(rows))
-    print(f"\nwritten: {args.out}/results.md, {args.out}/results.csv")
+    print(Path(args.out, "results.md").read_text())
+    extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
+    print(f"written: {args.out}/results.md, {args.out}/results.csv{extra}")
 
 
 def _linear(args: argparse.Namespace) -> None:
@@ -130,6 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--set", dest="overrides", nargs="*", default=[], help="overrides for every config"
     )
+    p.add_argument(
+        "--seeds", nargs="+", default=None, metavar="SEED",
+        help="train every config once per seed (runs <folder>-<stem>-s<seed>) and report "
+        "mean ± std and paired differences with 95%% t-intervals",
+    )  # fmt: skip
+    p.add_argument(
+        "--pairs", nargs="+", default=None, metavar="A:B",
+        help="method:baseline pairs by config stem or <folder>-<stem> (default: hcl:simclr "
+        "shcl:supcon rhcl:rocl ebclr:simclr, where both are compared)",
+    )  # fmt: skip
     p.add_argument("--quiet", action="store_true")
     _evaluation_args(p)
     p.add_argument("--no-eval", action="store_true", help="pretraining numbers only")

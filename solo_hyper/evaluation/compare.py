@@ -2,24 +2,44 @@
 the same protocol (``protocol.evaluate_run``), write ``results.md``/``results.csv`` and figures.
 
 ``python -m solo_hyper compare --configs A.yaml B.yaml --epochs N --out DIR [--set k=v ...]
-[--linear-epochs N] [--linear-config configs/linear/<dataset>.yaml] [--no-plots]``
+[--seeds 0 1 2] [--pairs A:B ...] [--linear-epochs N] [--linear-config FILE] [--no-plots]``
+
+With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<seed>``) and
+``results.md`` gives mean ± std per config and the paired difference of each pair (``seeds.py``);
+``results.csv`` keeps one row per run.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import platform
+from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES
 from solo_hyper.evaluation import plots
 from solo_hyper.evaluation.protocol import evaluate_run, linear_config
+from solo_hyper.evaluation.seeds import (
+    check_labels,
+    paired_rows,
+    parse_seeds,
+    resolve_pairs,
+    run_label,
+    seeded_name,
+    summarize,
+    verdict,
+)
 from solo_hyper.run.train import Prepared, prepare, pretrain
 
 COLUMNS = [
     ("method", "method"),
     ("name", "run"),
+    ("seed", "seed"),
     ("epochs", "epochs"),
     ("linear_acc1", "linear top-1"),
     ("online_linear_acc1", "online linear top-1"),
@@ -31,6 +51,9 @@ COLUMNS = [
     ("images_per_s", "images/s"),
     ("peak_memory_mb", "peak memory (MB)"),
 ]
+RUN_COLUMNS = [("config", "config"), *COLUMNS]
+SUMMARY_HEAD = [("config", "config"), ("method", "method"), ("seeds", "seeds")]
+SUMMARY_COLUMNS = [c for c in COLUMNS if c[0] not in ("method", "name", "seed")]
 NOTES = (
     "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen backbone; "
     "online linear top-1: solo-learn's online probe during pretraining; kNN: backbone features, "
@@ -44,8 +67,7 @@ NOTES = (
 
 def run_name(config_path: str) -> str:
     """'configs/pretrain/fashionmnist/hcl.yaml' -> 'fashionmnist-hcl'."""
-    p = Path(config_path)
-    return f"{p.parent.name}-{p.stem}"
+    return run_label(config_path)
 
 
 def finished_result(prep: Prepared) -> dict | None:
@@ -81,7 +103,8 @@ def evaluate_rows(
                           device, quiet)  # fmt: skip
         out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")}})
     if plots_dir is not None:
-        draw(out, plots_dir)
+        first_seed = out[0].get("seed") if out else None  # one run per config keeps them legible
+        draw([r for r in out if r.get("seed") == first_seed], plots_dir)
     return out
 
 
@@ -100,34 +123,78 @@ def draw(rows: list[dict], out: Path) -> list[Path]:
     return [p for p in written if p is not None]
 
 
+@dataclass
+class Plan:
+    """What a comparison will train: one prepared run per (config, seed), checked up front."""
+
+    runs: list[tuple[str, Prepared]]  # (config label, the prepared run of one seed)
+    pairs: list[tuple[str, str]]
+    seeds: list[int] | None
+
+
+def plan(
+    configs: list[str], out_dir: str, epochs: int | None = None, overrides: list[str] = (),
+    seeds=None, pairs: list[str] | None = None,
+) -> Plan:  # fmt: skip
+    """Validates every config, seed and pair before anything trains.
+
+    With ``seeds``, each config runs once per seed as ``<label>-s<seed>`` with ``seed=<seed>``
+    (so runs of different seeds never share a directory); without, once with its own seed.
+    """
+    labels = check_labels(list(configs))
+    seed_list = parse_seeds(seeds) if seeds is not None else None
+    if seed_list is not None and any(str(o).split("=", 1)[0] == "seed" for o in overrides):
+        raise ConfigError("give the seeds with --seeds, not --set seed=...")
+    pair_list = resolve_pairs(labels, pairs)
+    runs = []
+    for path, label in zip(configs, labels):
+        for seed in seed_list if seed_list is not None else [None]:
+            name = label if seed is None else seeded_name(label, seed)
+            extra = [f"checkpoint.dir={out_dir}", f"name={name}", *overrides]
+            if seed is not None:
+                extra.append(f"seed={seed}")
+            if epochs is not None:
+                extra.append(f"max_epochs={epochs}")
+            runs.append((label, prepare(path, extra)))
+    return Plan(runs, pair_list, seed_list)
+
+
 def compare(
     configs: list[str], out_dir: str, epochs: int | None = None, overrides: list[str] = (),
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
+    seeds=None, pairs: list[str] | None = None,
 ) -> list[dict]:  # fmt: skip
-    """Trains every config into ``out_dir`` (finished runs are reused), evaluates every run with
-    the same protocol and writes the tables (and figures)."""
+    """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
+    run with the same protocol and writes the tables (and figures); returns one row per run."""
     out = Path(out_dir)
-    preps = []
-    for path in configs:
-        extra = [f"checkpoint.dir={out}", f"name={run_name(path)}", *overrides]
-        if epochs is not None:
-            extra.append(f"max_epochs={epochs}")
-        preps.append(prepare(path, extra))  # every config is validated before the first trains
+    todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
+    preps = [prep for _, prep in todo.runs]
     if evaluate:
         check_linear(preps, linear_epochs, linear_config_path)
-    rows = [train_or_reuse(prep, quiet) for prep in preps]
+    rows = []
+    for label, prep in todo.runs:
+        row = train_or_reuse(prep, quiet)
+        rows.append({**row, "config": label, "seed": int(prep.cfg["seed"])})
     if evaluate:
         rows = evaluate_rows(
             rows, linear_epochs, linear_config_path, out if plots_enabled else None, device
         )
-    write_tables(rows, out)
+    if todo.seeds is None:
+        write_tables(rows, out)
+    else:
+        write_seed_tables(rows, todo.pairs, out)
     return rows
 
 
 def format_cell(key: str, value) -> str:
     if value is None:
         return "-"
+    if isinstance(value, tuple):  # (mean, std or None) of a multi-seed summary
+        m, sd = value
+        if key == "epochs" and not sd:
+            return str(round(m))
+        return format_cell(key, m) + ("" if sd is None else " ± " + format_cell(key, sd))
     if key.endswith(("acc1", "top1")):
         return f"{value:.2f}"
     if key == "relative_delta":
@@ -138,23 +205,106 @@ def format_cell(key: str, value) -> str:
 
 
 def markdown_table(rows: list[dict], columns=COLUMNS) -> str:
+    """A markdown table; a column that no row fills (e.g. robust acc without a robust
+    evaluation) is left out, so every printed cell holds a value."""
+    columns = [(k, t) for k, t in columns if any(r.get(k) is not None for r in rows)]
     head = "| " + " | ".join(title for _, title in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(format_cell(k, r.get(k)) for k, _ in columns) + " |" for r in rows]
     return "\n".join([head, sep, *body])
 
 
-def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stem}.md").write_text(markdown_table(rows, columns) + "\n\n" + NOTES + "\n")
+def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
     keys = [k for k, _ in columns]
     if any("robust_protocol" in r for r in rows):
         keys.append("robust_protocol")
-    with open(out / f"{stem}.csv", "w", newline="") as f:
+    return keys
+
+
+def write_csv(path: Path, keys: list[str], records: list[list]) -> None:
+    with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(keys)
-        for r in rows:
-            writer.writerow([r.get(k) for k in keys])
+        writer.writerows(records)
 
 
-__all__ = ["COLUMNS", "compare", "markdown_table", "run_name", "write_tables"]
+def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text(
+        markdown_table(rows, columns) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+    )
+    keys = csv_keys(rows, columns)
+    write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
+
+
+def pairs_table(pair_rows: list[dict]) -> str:
+    head = ("| pair (A - B) | metric | seeds | mean difference | 95% t-interval | verdict |\n"
+            "|---|---|---|---|---|---|")  # fmt: skip
+    body = []
+    for p in pair_rows:
+        iv = p["interval"]
+        a, b = p["pair"].split(" - ")
+        ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+        body.append(f"| {p['pair']} | {p['metric']} | {p['seeds']} | {iv.mean:+.2f} | {ci} | "
+                    f"{verdict(iv, a, b)} |")  # fmt: skip
+    return "\n".join([head, *body])
+
+
+def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]]) -> str:
+    """Mean ± std per config, the paired differences, then every run."""
+    parts = ["Mean ± sample std over seeds (one run per config and seed):", "",
+             markdown_table(summarize(rows, SUMMARY_COLUMNS), SUMMARY_HEAD + SUMMARY_COLUMNS)]  # fmt: skip
+    differences = paired_rows(rows, pairs)
+    if differences:
+        parts += ["", "Paired differences A - B over the seeds both ran (95% Student-t interval "
+                  "of the mean difference; 'within noise' when it holds 0):", "",
+                  pairs_table(differences)]  # fmt: skip
+    parts += ["", "Every run:", "", markdown_table(rows, RUN_COLUMNS)]
+    return "\n".join(parts)
+
+
+def write_seed_tables(rows: list[dict], pairs: list[tuple[str, str]], out: Path) -> None:
+    """results.md (summary, pairs, runs), results.csv (one row per run), summary.csv, pairs.csv."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = seed_markdown(rows, pairs) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+    (out / "results.md").write_text(text)
+    keys = csv_keys(rows, RUN_COLUMNS)
+    write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])
+    summary = summarize(rows, SUMMARY_COLUMNS)
+    keys = [k for k, _ in SUMMARY_HEAD]
+    keys += [f"{k}_{stat}" for k, _ in SUMMARY_COLUMNS for stat in ("mean", "std")]
+    records = []
+    for s in summary:
+        cells = [s.get(k) for k, _ in SUMMARY_HEAD]
+        for k, _ in SUMMARY_COLUMNS:
+            cells += list(s[k]) if s[k] is not None else [None, None]
+        records.append(cells)
+    write_csv(out / "summary.csv", keys, records)
+    differences = paired_rows(rows, pairs)
+    write_csv(
+        out / "pairs.csv",
+        ["pair", "metric", "seeds", "n", "mean_difference", "std_difference", "ci95_low",
+         "ci95_high", "verdict"],
+        [[p["pair"], p["key"], p["seeds"], p["interval"].n, p["interval"].mean,
+          p["interval"].std, p["interval"].low, p["interval"].high,
+          verdict(p["interval"], *p["pair"].split(" - "))] for p in differences],
+    )  # fmt: skip
+
+
+def machine_note() -> str:
+    """Where the numbers come from: results are bit-identical only for the same seed on the same
+    CPU model, torch build and thread count (see the README's main job)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"Machine: {cpu}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
+            f"{torch.get_num_threads()} intra-op threads, {device}.")  # fmt: skip
+
+
+__all__ = ["COLUMNS", "compare", "markdown_table", "plan", "run_name", "write_tables"]

@@ -1,0 +1,70 @@
+"""Fairness by construction: each method's shipped config and its Euclidean twin's differ only in
+the geometry (docs/fairness.md lists every deliberate difference)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from solo_hyper.run.train import prepare
+
+PAIRS = [("hcl", "simclr"), ("shcl", "supcon"), ("rhcl", "rocl")]
+GEOMETRY = {"curvature", "distance", "normalize", "clip_radius", "learnable_curvature"}
+CASES = [
+    (folder.name, a, b)
+    for folder in sorted(Path("configs/pretrain").iterdir())
+    for a, b in PAIRS
+    if (folder / f"{a}.yaml").is_file() and (folder / f"{b}.yaml").is_file()
+]
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for i, item in enumerate(value):
+                out.update(flatten(item, f"{prefix}{key}.{i}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def test_every_dataset_ships_its_pairs():
+    assert {(ds, a) for ds, a, _ in CASES} >= {
+        ("fashionmnist", "hcl"), ("fashionmnist", "shcl"), ("fashionmnist", "rhcl"),
+        ("cifar10", "hcl"), ("cifar10", "shcl"), ("cifar10", "rhcl"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("dataset,method,baseline", CASES)
+def test_a_method_and_its_baseline_differ_only_in_geometry(dataset, method, baseline):
+    # the validated configs, method defaults filled in: a default can tilt a pair as well
+    a = flatten(prepare(f"configs/pretrain/{dataset}/{method}.yaml").cfg)
+    b = flatten(prepare(f"configs/pretrain/{dataset}/{baseline}.yaml").cfg)
+    differing = {k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")}
+    allowed = {"name", "method"} | {f"method_kwargs.{k}" for k in GEOMETRY}
+    assert differing <= allowed, sorted(differing - allowed)
+
+
+def test_rhcl_and_rocl_use_rocl_temperature_augmentation_and_pixels():
+    for dataset in ("fashionmnist", "cifar10"):
+        cfg = prepare(f"configs/pretrain/{dataset}/rhcl.yaml").cfg
+        assert cfg["method_kwargs"]["temperature"] == 0.5
+        assert cfg["method_kwargs"]["lambda_adv"] == 1 / 512  # RoCL's 1/256, see losses/robust.py
+        aug = cfg["augmentations"][0]
+        assert aug["rrc"]["crop_min_scale"] == 0.08 and aug["grayscale"]["prob"] == 0.2
+        jitter = aug["color_jitter"]
+        assert (jitter["brightness"], jitter["contrast"], jitter["saturation"], jitter["hue"]) == (
+            0.4, 0.4, 0.4, 0.1,
+        )  # fmt: skip
+        assert aug["gaussian_blur"]["prob"] == 0.0
+        assert cfg["data"]["mean"] == [0.0] * 3 and cfg["data"]["std"] == [1.0] * 3
+
+
+def test_shcl_curvature_on_cifar10_is_one_the_paper_tuned():
+    assert prepare("configs/pretrain/cifar10/shcl.yaml").cfg["method_kwargs"]["curvature"] in (
+        0.1, 0.2,
+    )  # fmt: skip
