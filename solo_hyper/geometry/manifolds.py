@@ -298,11 +298,16 @@ def check_geometry(name: str, curvature: Curvature | None = None) -> None:
         hint = f" (did you mean {match[0]!r}?)" if match else ""
         raise ValueError(f"geometry must be one of {GEOMETRIES}, got {name!r}{hint}")
     if _SPACES[name].curved:
-        if curvature is None or isinstance(curvature, bool):
-            raise ValueError(f"geometry {name!r} needs a curvature > 0, got {curvature!r}")
-        if not isinstance(curvature, torch.Tensor) and not isinstance(curvature, (int, float)):
-            raise ValueError(f"curvature must be a number > 0, got {curvature!r}")
-        check_curvature(curvature)
+        if isinstance(curvature, torch.Tensor):
+            check_curvature(curvature)
+        elif isinstance(curvature, bool) or not isinstance(curvature, (int, float)):
+            raise ValueError(
+                f"curvature must be a number > 0 for geometry {name!r}, got {curvature!r}"
+            )
+        elif not curvature > 0:  # also rejects NaN
+            raise ValueError(
+                f"curvature must be > 0 for geometry {name!r} (curvature -c), got {curvature!r}"
+            )
 
 
 def make_space(
