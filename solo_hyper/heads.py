@@ -1,14 +1,19 @@
-"""Projection heads that end on the Poincare ball."""
+"""Projection heads: the only way onto an embedding space.
+
+MLP -> (L2 normalisation) -> (feature clipping) -> ``space.expmap0`` (HCL, Fig. 2), so every
+loss receives points of the space it is declared on and evaluation sees the same points.
+Torch only.
+"""
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_hyper.geometry import check_curvature, clip_features, expmap0, project
+from solo_hyper.geometry import Curvature, Manifold, clip_features, make_space
+
+__all__ = ["HyperbolicProjector", "SpaceProjector", "map_to_space", "mlp_projector"]
 
 
 def mlp_projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
@@ -16,14 +21,80 @@ def mlp_projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, out_dim))
 
 
-class HyperbolicProjector(nn.Module):
-    """MLP projector, then (optionally) L2 normalisation and feature clipping, ``expmap0`` onto the
-    ball of curvature c, and ``project`` (HCL, Fig. 2).
+def map_to_space(
+    v: torch.Tensor, space: Manifold, normalize: bool = True, clip_radius: float | None = None
+) -> torch.Tensor:
+    """Euclidean vectors v (N, D) -> points of ``space`` (N, space.point_dim(D)).
 
-    The paper's ablation (section 4.4) shows the normalisation matters: with it every embedding
-    lies at hyperbolic distance exactly 2 from the origin, so distances are bounded by 4 for any c
-    and the logits -d/tau never underflow. ``learnable_curvature`` trains c through a softplus.
+    Runs in float32 even under autocast: tanh/artanh (ball) and cosh (hyperboloid) near their
+    limits lose everything in bf16/fp16. With normalisation every point lies at the same
+    distance from the origin (2 on the ball: distances bounded by 4 for any c, so the logits
+    -d/tau never underflow; HCL's ablation, section 4.4).
     """
+    if v.dtype in (torch.float16, torch.bfloat16):
+        v = v.float()
+    with torch.autocast(device_type=v.device.type, enabled=False):
+        if normalize:
+            v = F.normalize(v, dim=-1)
+        if clip_radius is not None:
+            v = clip_features(v, clip_radius)
+        return space.expmap0(v)
+
+
+class SpaceProjector(nn.Module):
+    """``mlp`` followed by :func:`map_to_space` onto ``space`` (a submodule: a learnable
+    curvature is trained and saved with the head)."""
+
+    def __init__(
+        self,
+        mlp: nn.Module,
+        space: Manifold,
+        normalize: bool = True,
+        clip_radius: float | None = None,
+    ) -> None:
+        super().__init__()
+        if clip_radius is not None and not clip_radius > 0:
+            raise ValueError(f"clip_radius must be > 0 or None, got {clip_radius}")
+        self.mlp = mlp
+        self.space = space
+        self.normalize = normalize
+        self.clip_radius = clip_radius
+
+    @property
+    def curvature(self) -> Curvature:
+        return self.space.curvature
+
+    @property
+    def raw_curvature(self) -> torch.Tensor:
+        """The softplus parameter of a learnable curvature."""
+        return self.space.raw_curvature
+
+    def to_space(self, v: torch.Tensor) -> torch.Tensor:
+        """Maps Euclidean vectors v (N, D) onto the space (normalise, clip, expmap0)."""
+        return map_to_space(v, self.space, self.normalize, self.clip_radius)
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        return self.to_space(self.mlp(feats))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001
+        """Reads checkpoints of the earlier heads: ``raw_curvature`` on the head itself (now
+        on its space; the fixed curvature is the config's and needs no state) and a bare MLP
+        (``0.weight``, now ``mlp.0.weight``)."""
+        legacy = prefix + "raw_curvature"
+        if legacy in state_dict:
+            value = state_dict.pop(legacy)
+            if self.space.learnable:
+                state_dict[prefix + "space.raw_curvature"] = value
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            if key[len(prefix) :].split(".", 1)[0].isdigit():
+                state_dict[prefix + "mlp." + key[len(prefix) :]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+class HyperbolicProjector(SpaceProjector):
+    """solo-learn's MLP projector onto a hyperbolic space (Poincare ball by default, HCL's head;
+    ``geometry="lorentz"`` for the hyperboloid). ``learnable_curvature`` trains c through a
+    softplus."""
 
     def __init__(
         self,
@@ -34,39 +105,15 @@ class HyperbolicProjector(nn.Module):
         normalize: bool = True,
         clip_radius: float | None = None,
         learnable_curvature: bool = False,
+        geometry: str = "poincare",
     ) -> None:
-        super().__init__()
-        check_curvature(curvature)
-        if clip_radius is not None and clip_radius <= 0:
-            raise ValueError(f"clip_radius must be > 0 or None, got {clip_radius}")
-        self.mlp = mlp_projector(in_dim, hidden_dim, out_dim)
-        self.normalize = normalize
-        self.clip_radius = clip_radius
-        # inverse softplus, so that softplus(raw) == curvature at initialisation
-        raw = torch.tensor(math.log(math.expm1(curvature)), dtype=torch.float32)
-        if learnable_curvature:
-            self.raw_curvature = nn.Parameter(raw)
-        else:
-            self.register_buffer("raw_curvature", raw)
-
-    @property
-    def curvature(self) -> torch.Tensor:
-        """The current curvature c > 0 (a 0-dim tensor)."""
-        return F.softplus(self.raw_curvature)
+        super().__init__(
+            mlp_projector(in_dim, hidden_dim, out_dim),
+            make_space(geometry, curvature, learnable_curvature),
+            normalize,
+            clip_radius,
+        )
 
     def to_ball(self, v: torch.Tensor) -> torch.Tensor:
-        """Maps Euclidean vectors v (N, D) onto the ball (normalise, clip, expmap0, project)."""
-        # hyperbolic maths in float32 even under autocast: tanh/artanh near the boundary lose
-        # everything in bf16/fp16
-        if v.dtype in (torch.float16, torch.bfloat16):
-            v = v.float()
-        with torch.autocast(device_type=v.device.type, enabled=False):
-            c = self.curvature
-            if self.normalize:
-                v = F.normalize(v, dim=-1)
-            if self.clip_radius is not None:
-                v = clip_features(v, self.clip_radius)
-            return project(expmap0(v, c), c)
-
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
-        return self.to_ball(self.mlp(feats))
+        """The earlier name of :meth:`to_space`."""
+        return self.to_space(v)

@@ -11,9 +11,11 @@ import traceback
 import pytest
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from conftest import fake_loaders, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.geometry import make_space, poincare_to_lorentz
 from solo_hyper.losses import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
 from solo_hyper.losses.robust import robust_contrastive_loss
@@ -21,6 +23,7 @@ from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
 
 B, D = 6, 5  # per rank
+BALL = make_space("poincare", 0.5)
 
 
 def _losses(z1, z2, z3, ids, labels):
@@ -31,7 +34,22 @@ def _losses(z1, z2, z3, ids, labels):
         "rhcl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, "poincare", 0.5)[0],
         "rocl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, "cosine", 0.5)[0],
         "ebclr": ebclr_loss(z1, z2, z3, 0.1, 1e-3, 0.1)[0],
-        "ebclr_poincare": ebclr_loss(z1, z2, z3, 0.1, 1e-3, 0.1, "poincare", 0.5)[0],
+        "ebclr_poincare": ebclr_loss(
+            z1, z2, BALL.expmap0(F.normalize(z3, dim=-1)), 0.1, 1e-3, 0.1, BALL,
+            regularised=(z1, z3),
+        )[0],  # fmt: skip
+        # blocks of 4 anchors against the gathered candidates: the same numbers
+        "hcl_chunked": contrastive_loss(
+            torch.cat([z1, z2]), ids.repeat(2), 0.2, space=BALL, chunk_size=4
+        ),
+        "shcl_lorentz_chunked": contrastive_loss(
+            poincare_to_lorentz(torch.cat([z1, z2]), 0.5), labels.repeat(2), 0.2,
+            space=make_space("lorentz", 0.5), chunk_size=5,
+        ),  # fmt: skip
+        "simclr_chunked": contrastive_loss(
+            torch.cat([z1, z2]), ids.repeat(2), 0.2, space=make_space("sphere"), chunk_size=3
+        ),
+        "ebclr_chunked": ebclr_loss(z1, z2, z3, 0.1, 1e-3, 0.1, chunk_size=5)[0],
     }
 
 

@@ -9,7 +9,24 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solo_hyper.geometry import make_space
+from solo_hyper.heads import map_to_space
 from solo_hyper.losses.ebclr import ebclr_distance_matrix, ebclr_log_density, ebclr_loss
+
+GEOMETRY = {"sq_euclidean": "sphere", "poincare": "poincare"}
+
+
+def _space(distance: str, c: float = 0.1):
+    return make_space(GEOMETRY[distance], c)
+
+
+def _loss(z1, z2, zs, tau=0.1, lambda1=1e-3, lambda2=0.1, distance="sq_euclidean", c=0.1):
+    """ebclr_loss on the head's points (normalise, expmap0) with the L2 term on the raw z."""
+    space = _space(distance, c)
+    to = lambda z: map_to_space(z, space)  # noqa: E731
+    return ebclr_loss(
+        to(z1), to(z2), to(zs), tau, lambda1, lambda2, space, regularised=(z1, zs)
+    )
 
 # ---------------------------------------------------------------- slow references (python loops)
 
@@ -97,7 +114,7 @@ def _inputs(b=4, bs=3, dim=5, seed=0, dtype=torch.float64, scale=1.0):
 )
 def test_matches_loop_reference_value_and_gradient(distance, c, tau, lambda1, lambda2):
     z1, z2, zs = _inputs(scale=2.0)
-    loss, parts = ebclr_loss(z1, z2, zs, tau, lambda1, lambda2, distance=distance, c=c)
+    loss, parts = _loss(z1, z2, zs, tau, lambda1, lambda2, distance=distance, c=c)
     ref, ref_parts = _reference_loss(z1, z2, zs, tau, lambda1, lambda2, distance, c)
     torch.testing.assert_close(loss, ref, rtol=1e-9, atol=1e-9)
     for key in ("disc", "gen", "l2"):
@@ -109,8 +126,8 @@ def test_matches_loop_reference_value_and_gradient(distance, c, tau, lambda1, la
         torch.testing.assert_close(g, rg, rtol=1e-7, atol=1e-9)
     # the generative term really reaches z2 (log q is taken against the non-detached 2nd views)
     _, gen_only = torch.autograd.grad(
-        ebclr_loss(z1, z2, zs, tau, 0.0, 1.0, distance, c)[0]
-        - ebclr_loss(z1, z2, zs, tau, 0.0, 0.0, distance, c)[0],
+        _loss(z1, z2, zs, tau, 0.0, 1.0, distance, c)[0]
+        - _loss(z1, z2, zs, tau, 0.0, 0.0, distance, c)[0],
         [z1, z2],
     )
     assert gen_only.abs().max() > 1e-6
@@ -130,7 +147,7 @@ def test_gradcheck_float64(distance):
     z1, z2, zs = _inputs(b=3, bs=2, dim=4, seed=1)
 
     def f(a, b, s):
-        return ebclr_loss(a, b, s, temperature=0.2, lambda1=0.01, lambda2=0.5, distance=distance)[0]
+        return _loss(a, b, s, tau=0.2, lambda1=0.01, lambda2=0.5, distance=distance)[0]
 
     assert torch.autograd.gradcheck(f, (z1, z2, zs), eps=1e-6, atol=1e-5)
 
@@ -198,11 +215,11 @@ def test_bf16_autocast_computes_in_float32(distance):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         z1, z2, zs = proj(x1), proj(x2), proj(xs)
         assert z1.dtype == torch.bfloat16
-        loss, parts = ebclr_loss(z1, z2, zs, temperature=0.05, distance=distance)
+        loss, parts = _loss(z1, z2, zs, tau=0.05, distance=distance)
     assert loss.dtype == torch.float32
     assert torch.isfinite(loss) and all(torch.isfinite(v) for v in parts.values())
     # same number as the float32 computation on the (upcast) bf16 projections, outside autocast
-    ref, _ = ebclr_loss(
+    ref, _ = _loss(
         z1.detach().float(), z2.detach().float(), zs.detach().float(), 0.05, distance=distance
     )
     torch.testing.assert_close(loss.detach(), ref, rtol=1e-6, atol=1e-6)
@@ -215,7 +232,7 @@ def test_identical_views_give_finite_gradients(distance):
     """Positive pairs at distance 0 (and the masked self-pairs) must not produce NaN gradients."""
     z1, _, zs = _inputs(b=4, bs=3, dim=6, dtype=torch.float32)
     z2 = z1.detach().clone().requires_grad_(True)
-    loss, _ = ebclr_loss(z1, z2, zs, temperature=0.05, distance=distance)
+    loss, _ = _loss(z1, z2, zs, tau=0.05, distance=distance)
     assert torch.isfinite(loss)
     assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, [z1, z2, zs]))
 
@@ -229,7 +246,7 @@ def test_identical_views_give_finite_gradients(distance):
 )
 def test_loss_always_finite_fp32(scale, tau, distance, seed):
     z1, z2, zs = _inputs(b=4, bs=4, dim=8, seed=seed, dtype=torch.float32, scale=scale)
-    loss, _ = ebclr_loss(z1, z2, zs, temperature=tau, distance=distance)
+    loss, _ = _loss(z1, z2, zs, tau=tau, distance=distance)
     assert torch.isfinite(loss)
     assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, [z1, z2, zs]))
 
@@ -238,7 +255,10 @@ def test_poincare_distances_bounded_by_four():
     """Normalised points mapped by expmap0 sit at distance 2 from 0, so pairwise d <= 4."""
     z, zr = _inputs(b=6, bs=6, dim=8, scale=10.0)[1:]
     for c in (0.1, 1.0, 3.0):
-        d = ebclr_distance_matrix(z, torch.cat([zr, -z]), distance="poincare", c=c)
+        space = make_space("poincare", c)
+        d = ebclr_distance_matrix(
+            map_to_space(z, space), map_to_space(torch.cat([zr, -z]), space), space
+        )
         assert (d >= 0).all() and (d <= 4 + 1e-6).all()
         torch.testing.assert_close(d[:, 6:].diagonal(), torch.full((6,), 4.0, dtype=d.dtype))
 
@@ -250,10 +270,12 @@ def test_bad_arguments_raise():
     z1, z2, zs = _inputs()
     with pytest.raises(ValueError, match="temperature"):
         ebclr_loss(z1, z2, zs, temperature=0.0)
-    with pytest.raises(ValueError, match="distance"):
-        ebclr_loss(z1, z2, zs, distance="cosine")
+    with pytest.raises(ValueError, match="space must be a Manifold"):
+        ebclr_loss(z1, z2, zs, space="cosine")
     with pytest.raises(ValueError, match="curvature"):
-        ebclr_loss(z1, z2, zs, distance="poincare", c=0.0)
+        ebclr_loss(z1, z2, zs, space="poincare", c=0.0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        ebclr_loss(z1, z2, zs, chunk_size=0)
     with pytest.raises(ValueError, match="same shape"):
         ebclr_loss(z1, z2[:3], zs)
     with pytest.raises(ValueError, match="z_sgld"):

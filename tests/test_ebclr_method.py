@@ -113,16 +113,20 @@ def test_registered_and_forward_keys_with_the_reference_projector():
     out = model(torch.randn(4, 3, 28, 28))
     assert {"logits", "feats", "z"} <= set(out)
     assert out["logits"].shape == (4, 10) and out["z"].shape == (4, 8)
-    layers = list(model.projector)
+    layers = list(model.projector.mlp)
     assert isinstance(layers[1], torch.nn.LeakyReLU) and layers[1].negative_slope == 0.2
     assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in model.projector.modules())
     relu = build({"projector_activation": "relu"})
-    assert isinstance(list(relu.projector)[1], torch.nn.ReLU)
+    assert isinstance(list(relu.projector.mlp)[1], torch.nn.ReLU)
 
 
-@pytest.mark.parametrize("distance", ["sq_euclidean", "poincare"])
-def test_fast_dev_run_fit_writes_the_sgld_outputs_back(distance):
-    model = build({"distance": distance, "rho": 0.5})
+@pytest.mark.parametrize(
+    "space_kwargs",
+    [{"distance": "sq_euclidean"}, {"geometry": "poincare"}, {"geometry": "lorentz"},
+     {"geometry": "poincare", "chunk_size": 3}],
+)  # fmt: skip
+def test_fast_dev_run_fit_writes_the_sgld_outputs_back(space_kwargs):
+    model = build({**space_kwargs, "rho": 0.5})
     probe = Probe()
     buffer_cb, *_ = model.extra_callbacks()
     trainer = quiet_trainer(fast_dev_run=1, callbacks=[probe, buffer_cb])

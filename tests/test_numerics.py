@@ -9,8 +9,14 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from solo_hyper.geometry import expmap0, poincare_distance, poincare_distance_matrix, project
-from solo_hyper.heads import HyperbolicProjector
+from solo_hyper.geometry import (
+    expmap0,
+    make_space,
+    poincare_distance,
+    poincare_distance_matrix,
+    project,
+)
+from solo_hyper.heads import HyperbolicProjector, map_to_space
 from solo_hyper.losses import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
 
@@ -98,13 +104,15 @@ def test_expmap0_of_tiny_and_huge_vectors_has_finite_gradient(c, scale):
 
 @settings(max_examples=30, deadline=None)
 @given(tau=TEMPERATURES, scale=SCALES, precision=PRECISIONS,
-       distance=st.sampled_from(["sq_euclidean", "poincare"]), c=CURVATURES,
+       distance=st.sampled_from(["sq_euclidean", "poincare", "lorentz"]), c=CURVATURES,
        seed=st.integers(0, 2**16))  # fmt: skip
 def test_energy_terms_stay_finite(tau, scale, precision, distance, c, seed):
     torch.manual_seed(seed)
     z1, z2, zs = ((torch.randn(6, 4) * scale).requires_grad_() for _ in range(3))
     with autocast(precision):
-        loss, parts = ebclr_loss(z1, z2, zs, temperature=tau, distance=distance, c=c)
+        space = make_space("sphere" if distance == "sq_euclidean" else distance, c)
+        on_space = [map_to_space(z, space) for z in (z1, z2, zs)]
+        loss, parts = ebclr_loss(*on_space, temperature=tau, space=space, regularised=(z1, zs))
     torch.nan_to_num(loss, posinf=0.0).backward() if scale >= 1e8 else loss.backward()
     assert all_finite(parts["disc"], parts["logq_data"], parts["logq_sgld"])
     assert all_finite(z1.grad, z2.grad, zs.grad)

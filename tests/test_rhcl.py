@@ -40,7 +40,8 @@ def test_registered_with_their_geometry_and_roc_l_defaults():
     methods = adapter.registered_methods()
     assert {"rhcl", "rocl"} <= set(methods)
     rhcl, rocl = build("rhcl"), build("rocl")
-    assert rhcl.args.distance == "poincare" and rocl.args.distance == "cosine"
+    assert rhcl.args.geometry == "poincare" and rocl.args.geometry == "sphere"
+    assert rhcl.embedding_space.name == "poincare" and rocl.embedding_space.name == "sphere"
     assert rocl.args.temperature == 0.5
     for model in (rhcl, rocl):
         a = model.args
@@ -135,7 +136,7 @@ def test_attack_increases_the_contrastive_loss_it_targets(method):
             zp = model(model.normalize(positive))["z"]
             a = model.args
             return contrastive_loss(
-                torch.cat([z, zp]), indexes.repeat(2), a.temperature, a.distance, model.curvature
+                torch.cat([z, zp]), indexes.repeat(2), a.temperature, space=model.embedding_space
             )
 
     x_adv = model.instance_attack(anchor, positive, indexes)

@@ -1,7 +1,8 @@
 """The instance-wise adversarial contrastive objective of RoCL / RHCL (HCL paper, Eq. 9-11).
 
 Both terms are :func:`contrastive_loss` (SupCon's mean-over-positives InfoNCE) on stacked views
-with instance ids, so one code path serves the Poincare distance (RHCL) and cosine (RoCL).
+with instance ids, so one code path serves every space: the Poincare ball (RHCL), the sphere's
+cosine (RoCL). ``space`` also takes the older names "poincare" (with c) and "cosine".
 Pure torch.
 
 Relation to RoCL's code: its main term sums the six positive pairs of the 3B batch and divides
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.geometry import Curvature
-from solo_hyper.losses.contrastive import Distance, contrastive_loss
+from solo_hyper.geometry import Curvature, Manifold
+from solo_hyper.losses.contrastive import Distance, contrastive_loss, resolve_space
 
 __all__ = ["adversarial_view_loss", "robust_contrastive_loss"]
 
@@ -26,8 +27,10 @@ def adversarial_view_loss(
     z_pos: torch.Tensor,
     ids: torch.Tensor,
     temperature: float | torch.Tensor,
-    distance: Distance = "poincare",
+    space: Manifold | Distance = "poincare",
     c: Curvature = 0.1,
+    *,
+    chunk_size: int | str | None = None,
 ) -> torch.Tensor:
     """L(x_adv, x+, {x-}): the InfoNCE of the 2B batch [x_adv; x+] with instance ids.
 
@@ -35,8 +38,9 @@ def adversarial_view_loss(
     the regulariser of Eq. 11. z_adv, z_pos: (B, D) projections; ids: (B,) instance ids.
     """
     return contrastive_loss(
-        torch.cat([z_adv, z_pos]), ids.repeat(2), temperature, distance=distance, c=c
-    )
+        torch.cat([z_adv, z_pos]), ids.repeat(2), temperature,
+        space=resolve_space(space, c), chunk_size=chunk_size,
+    )  # fmt: skip
 
 
 def robust_contrastive_loss(
@@ -46,8 +50,10 @@ def robust_contrastive_loss(
     ids: torch.Tensor,
     temperature: float | torch.Tensor,
     lambda_adv: float,
-    distance: Distance = "poincare",
+    space: Manifold | Distance = "poincare",
     c: Curvature = 0.1,
+    *,
+    chunk_size: int | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Eq. 11: L(x, {x+, x_adv}, {x-}) + lambda_adv * L(x_adv, x+, {x-}).
 
@@ -60,8 +66,12 @@ def robust_contrastive_loss(
     the 3B views, where x's duplicate is one of the positives (s = -d/tau = 0 for the Poincare
     distance, 1/tau for cosine).
     """
+    space = resolve_space(space, c)
     first = contrastive_loss(
-        torch.cat([z, z_pos, z_adv]), ids.repeat(3), temperature, distance=distance, c=c
+        torch.cat([z, z_pos, z_adv]), ids.repeat(3), temperature, space=space,
+        chunk_size=chunk_size,
+    )  # fmt: skip
+    regulariser = adversarial_view_loss(
+        z_adv, z_pos, ids, temperature, space, chunk_size=chunk_size
     )
-    regulariser = adversarial_view_loss(z_adv, z_pos, ids, temperature, distance, c)
     return first + lambda_adv * regulariser, first, regulariser

@@ -22,7 +22,14 @@ import torch
 from torch import Tensor, nn
 
 from solo_hyper.callbacks import PROPOSALS, STORAGES, MSGLDReplayBuffer, SGLDChains
-from solo_hyper.losses.ebclr import DISTANCES, ebclr_log_density, ebclr_loss
+from solo_hyper.heads import SpaceProjector
+from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
+from solo_hyper.methods.space import (
+    EmbeddingSpaceMixin,
+    check_space_args,
+    space_args,
+    space_from_args,
+)
 from solo_hyper.sgld import ReplayBuffer, msgld
 from solo_hyper.solo import adapter
 
@@ -105,7 +112,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-class EBCLR(adapter.MethodBase):
+class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
     """Energy-based contrastive learning; negatives from MSGLD chains kept by a replay buffer."""
 
     required_crops = 2
@@ -117,8 +124,8 @@ class EBCLR(adapter.MethodBase):
         "temperature": 0.1,
         "lambda1": 1e-3,  # L2 on the raw projections of v and of the SGLD samples
         "lambda2": 0.1,  # weight of the generative term (paper's lambda, Fig. 3a)
-        "distance": "sq_euclidean",  # sq_euclidean (paper) | poincare (hyperbolic EBCLR)
-        "curvature": 0.1,  # for distance=poincare
+        # sphere: the paper's D = ||a/|a| - b/|b|||^2; poincare | lorentz: hyperbolic EBCLR
+        **space_args("sphere"),
         "sgld_steps": 10,  # T
         "sgld_step_size": 0.05,  # alpha
         "sgld_grad_clamp": 1.0,  # delta (proximal SGLD); .inf disables the clamp
@@ -157,12 +164,7 @@ class EBCLR(adapter.MethodBase):
             )
         if not args.temperature > 0:
             raise ValueError(f"method_kwargs.temperature must be > 0, got {args.temperature!r}")
-        if args.distance not in DISTANCES:
-            raise ValueError(
-                f"method_kwargs.distance must be one of {DISTANCES}, got {args.distance!r}"
-            )
-        if not args.curvature > 0:
-            raise ValueError(f"method_kwargs.curvature must be > 0, got {args.curvature!r}")
+        check_space_args(args)
         for key in ("lambda1", "lambda2", "sgld_step_size", "buffer_init_count"):
             value = getattr(args, key)
             if not value >= 0:
@@ -241,8 +243,12 @@ class EBCLR(adapter.MethodBase):
 
     def build(self) -> None:
         a = self.args
-        self.projector = ebclr_projector(
-            self.features_dim, a.proj_hidden_dim, a.proj_output_dim, a.projector_activation
+        # normalise, then onto the space: the loss and evaluation see the same points
+        self.projector = SpaceProjector(
+            ebclr_projector(
+                self.features_dim, a.proj_hidden_dim, a.proj_output_dim, a.projector_activation
+            ),
+            space_from_args(a),
         )
         self.sgld_chains: SGLDChains | None = None
 
@@ -266,7 +272,9 @@ class EBCLR(adapter.MethodBase):
     def log_density(self, x: Tensor, z_ref: Tensor) -> Tensor:
         """log q(x) of Eq. 19-20 against reference projections z_ref (B', D): (N,)."""
         a = self.args
-        return ebclr_log_density(self(x)["z"], z_ref, a.temperature, a.distance, a.curvature)
+        return ebclr_log_density(
+            self(x)["z"], z_ref, a.temperature, self.embedding_space, chunk_size=a.chunk_size
+        )
 
     def sample_negatives(
         self, x: Tensor, counts: Tensor, z_ref: Tensor, generator: torch.Generator | None = None
@@ -298,10 +306,13 @@ class EBCLR(adapter.MethodBase):
         x_sgld = self.sample_negatives(chains.x, chains.counts, z2, chains.generator)
         chains.result = x_sgld
         with frozen_norm_statistics(self):
-            z_sgld = self(x_sgld)["z"]
+            out_sgld = self(x_sgld)
+        # the official L2 term is on the raw (pre-normalisation) projections
+        raw = [self.projector.mlp(out["feats"][0]), self.projector.mlp(out_sgld["feats"])]
         loss, parts = ebclr_loss(
-            z1, z2, z_sgld, a.temperature, a.lambda1, a.lambda2, a.distance, a.curvature
-        )
+            z1, z2, out_sgld["z"], a.temperature, a.lambda1, a.lambda2, self.embedding_space,
+            regularised=raw, chunk_size=a.chunk_size,
+        )  # fmt: skip
         metrics = {f"ebclr_{k}": v for k, v in parts.items()}
         metrics["ebclr_loss"] = loss.detach()
         metrics["sgld_restarted"] = (chains.counts == 0).float().mean()

@@ -3,7 +3,8 @@
 HCL: SimCLR's InfoNCE (Eq. 6) with the Poincare distance -d_c(z_i, z_a)/tau as logit, the
 projector output L2-normalised and mapped by expmap0 onto the ball of curvature c.
 SHCL: the same with class labels defining the positives (SupCon's form, Eq. 8).
-``distance: cosine`` gives back SimCLR / SupCon with the same code path (an ablation switch).
+``geometry`` picks the space: poincare (the paper), lorentz (the hyperboloid, same distances in
+another model), euclidean, or sphere (cosine logits: SimCLR / SupCon with the same code path).
 """
 
 from __future__ import annotations
@@ -13,23 +14,22 @@ from typing import Any
 
 import torch
 
-from solo_hyper.heads import HyperbolicProjector, mlp_projector
+from solo_hyper.heads import SpaceProjector, mlp_projector
 from solo_hyper.losses import contrastive_loss
+from solo_hyper.methods.space import (
+    EmbeddingSpaceMixin,
+    check_space_args,
+    space_args,
+    space_from_args,
+)
 from solo_hyper.solo import adapter
-
-DISTANCES = ("poincare", "cosine")
 
 
 def check_contrastive_args(args: SimpleNamespace) -> None:
     """Checks shared by every method with a (hyperbolic) contrastive head."""
     if args.temperature is None or args.temperature <= 0:
         raise ValueError(f"method_kwargs.temperature must be > 0, got {args.temperature!r}")
-    if args.curvature is None or args.curvature <= 0:
-        raise ValueError(f"method_kwargs.curvature must be > 0, got {args.curvature!r}")
-    if args.distance not in DISTANCES:
-        raise ValueError(
-            f"method_kwargs.distance must be one of {DISTANCES}, got {args.distance!r}"
-        )
+    check_space_args(args)
     if args.clip_radius is not None and args.clip_radius <= 0:
         raise ValueError(f"method_kwargs.clip_radius must be > 0 or null, got {args.clip_radius!r}")
     for key in ("proj_hidden_dim", "proj_output_dim"):
@@ -41,40 +41,34 @@ CONTRASTIVE_ARGS: dict[str, Any] = {
     "proj_hidden_dim": 2048,
     "proj_output_dim": 128,
     "temperature": 0.2,
-    "curvature": 0.1,
     "normalize": True,
     "clip_radius": None,
-    "learnable_curvature": False,
-    "distance": "poincare",
+    **space_args("poincare"),
 }
 
 
-class ContrastiveHeadMixin:
-    """The projector of HCL-like methods: hyperbolic for distance=poincare, plain otherwise."""
+class ContrastiveHeadMixin(EmbeddingSpaceMixin):
+    """The projector of HCL-like methods: solo's MLP onto the configured space."""
 
     def build(self) -> None:
         a = self.args
-        if a.distance == "poincare":
-            self.projector = HyperbolicProjector(
-                self.features_dim, a.proj_hidden_dim, a.proj_output_dim, a.curvature,
-                a.normalize, a.clip_radius, a.learnable_curvature,
-            )  # fmt: skip
-        else:
-            self.projector = mlp_projector(self.features_dim, a.proj_hidden_dim, a.proj_output_dim)
+        self.projector = SpaceProjector(
+            mlp_projector(self.features_dim, a.proj_hidden_dim, a.proj_output_dim),
+            space_from_args(a), a.normalize, a.clip_radius,
+        )  # fmt: skip
 
     @property
     def curvature(self) -> torch.Tensor | float:
-        if isinstance(self.projector, HyperbolicProjector):
-            return self.projector.curvature
-        return float(self.args.curvature)
+        return self.embedding_space.curvature
 
     def project(self, feats: torch.Tensor) -> torch.Tensor:
         return self.projector(feats)
 
     def contrastive(self, z: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return contrastive_loss(
-            z, ids, self.args.temperature, distance=self.args.distance, c=self.curvature
-        )
+            z, ids, self.args.temperature, space=self.embedding_space,
+            chunk_size=self.args.chunk_size,
+        )  # fmt: skip
 
 
 class HCL(ContrastiveHeadMixin, adapter.MethodBase):
@@ -91,8 +85,9 @@ class HCL(ContrastiveHeadMixin, adapter.MethodBase):
         ids = targets if self.args.supervised else indexes
         loss = self.contrastive(torch.cat(z), ids.repeat(len(z)))
         metrics: dict[str, torch.Tensor] = {"nce_loss": loss.detach()}
-        if isinstance(self.projector, HyperbolicProjector):
-            metrics["curvature"] = self.projector.curvature.detach()
+        if self.embedding_space.curved:
+            c = self.embedding_space.curvature
+            metrics["curvature"] = c.detach() if isinstance(c, torch.Tensor) else c
         return loss, metrics
 
 

@@ -5,7 +5,7 @@ self-supervised contrastive loss of [x_adv; x+] against the batch's negatives (E
 the encoder and projector in eval mode so that BatchNorm statistics never see the attack, then
 (ii) minimises Eq. 11, L(x, {x+, x_adv}, {x-}) + lambda * L(x_adv, x+, {x-}).
 
-One implementation, two geometries: RHCL uses HCL's Poincare head and distance, RoCL the
+One implementation, any geometry: RHCL uses HCL's Poincare head and distance, RoCL the sphere's
 cosine similarity (NT-Xent) with its temperature 0.5. Defaults follow RoCL's code: eps 8/255,
 step 0.007, 7 steps, random start, regulariser weight 1/256 (see losses/robust.py for how the
 weight compares with RoCL's normalisation).
@@ -100,7 +100,7 @@ class RHCL(ContrastiveHeadMixin, adapter.MethodBase):
             def attack_loss(x: torch.Tensor) -> torch.Tensor:
                 z_adv = self.project(self.encoder(self.normalize(x)))
                 return adversarial_view_loss(
-                    z_adv, z_pos, ids, temperature, a.distance, self.curvature
+                    z_adv, z_pos, ids, temperature, self.embedding_space, chunk_size=a.chunk_size
                 )
 
             return pgd_linf(attack_loss, anchor, a.eps, a.alpha, a.steps, a.random_start)
@@ -121,7 +121,7 @@ class RHCL(ContrastiveHeadMixin, adapter.MethodBase):
         z_adv = self.project(self.encoder(x_adv))
         loss, first, regulariser = robust_contrastive_loss(
             z[0], z[1], z_adv, indexes, self.args.temperature, self.args.lambda_adv,
-            self.args.distance, self.curvature,
+            self.embedding_space, chunk_size=self.args.chunk_size,
         )  # fmt: skip
         metrics = {"nce_loss": first.detach(), "adv_reg_loss": regulariser.detach()}
         return loss, metrics
@@ -130,4 +130,4 @@ class RHCL(ContrastiveHeadMixin, adapter.MethodBase):
 class RoCL(RHCL):
     """RoCL (Kim et al., NeurIPS 2020): the same objective with cosine similarity, tau 0.5."""
 
-    ARGS = {**RHCL.ARGS, "distance": "cosine", "temperature": 0.5}
+    ARGS = {**RHCL.ARGS, "geometry": "sphere", "temperature": 0.5}

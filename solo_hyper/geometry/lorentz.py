@@ -1,0 +1,132 @@
+"""The hyperboloid (Lorentz) model of curvature -c (c > 0), as small pure torch functions.
+
+Points are (..., D+1) rows x = (x_0, x_s), time coordinate first, on the upper sheet
+    <x, x>_L = -x_0^2 + ||x_s||^2 = -1/c,   x_0 > 0,
+with origin o = (1/sqrt c, 0, ..., 0) and geodesic distance
+    d(x, y) = (1/sqrt c) arcosh(-c <x, y>_L)
+(geoopt's ``Lorentz(k)`` with k = 1/c: sqrt(k) arcosh(-<x, y>_L / k)). The map
+x -> x_s / (1 + sqrt(c) x_0) is an isometry onto the Poincare ball of the same curvature.
+Tangent vectors at the origin have time component 0, so ``expmap0`` takes their D spatial
+components and ``logmap0`` returns them.
+
+The time coordinate is always recomputed from the spatial part (x_0 = sqrt(1/c + ||x_s||^2)),
+so results lie on the hyperboloid to rounding. cosh overflows float32 near 89: ``expmap0``
+caps the radius sqrt(c) ||v|| at ``max_radius(dtype)`` (32 for float32, where products of two
+time coordinates stay ~1e27; 300 for float64).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from solo_hyper.geometry.gram import ASINH_SQRT, GramForm
+from solo_hyper.geometry.poincare import (
+    Curvature,
+    _norm,
+    _sqrt,
+    check_curvature,
+    hyperbolic_float32,
+)
+
+__all__ = [
+    "lorentz_distance_form",
+    "lorentz_distance_matrix",
+    "lorentz_expmap0",
+    "lorentz_inner",
+    "lorentz_logmap0",
+    "lorentz_project",
+    "lorentz_to_poincare",
+    "max_radius",
+    "poincare_to_lorentz",
+]
+
+
+def max_radius(dtype: torch.dtype) -> float:
+    """Largest sqrt(c) * (distance to the origin) that ``expmap0`` produces in ``dtype``."""
+    return 300.0 if dtype == torch.float64 else 32.0
+
+
+def lorentz_inner(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Row-wise Minkowski product -x_0 y_0 + <x_s, y_s>, broadcasting over leading dims."""
+    return (x[..., 1:] * y[..., 1:]).sum(-1) - x[..., 0] * y[..., 0]
+
+
+def _time(spatial: torch.Tensor, c: Curvature) -> torch.Tensor:
+    return (1 / c + (spatial * spatial).sum(-1, keepdim=True)).sqrt()
+
+
+@hyperbolic_float32
+def lorentz_project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """Back onto the hyperboloid: keep x_s, recompute x_0 = sqrt(1/c + ||x_s||^2)."""
+    check_curvature(c)
+    return torch.cat([_time(x[..., 1:], c), x[..., 1:]], dim=-1)
+
+
+@hyperbolic_float32
+def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """exp_o(0, v) = (cosh(r)/sqrt c, sinh(r) v / r), r = sqrt(c) ||v||: (..., D) -> (..., D+1).
+
+    r is capped at ``max_radius`` (the direction is kept, the gradient along it is zero there).
+    """
+    check_curvature(c)
+    r = _norm(v, _sqrt(c))
+    r_max = max_radius(v.dtype)
+    v = v * (r_max / r).clamp_max(1.0)
+    r = r.clamp_max(r_max)
+    spatial = v * (torch.sinh(r) / r)
+    return torch.cat([_time(spatial, c), spatial], dim=-1)
+
+
+@hyperbolic_float32
+def lorentz_logmap0(x: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """Inverse of ``lorentz_expmap0``: asinh(s) x_s / s with s = sqrt(c) ||x_s|| (..., D).
+
+    asinh of the spatial norm rather than arcosh of x_0: exact near the origin, where
+    sqrt(c) x_0 rounds to 1.
+    """
+    check_curvature(c)
+    s = _norm(x[..., 1:], _sqrt(c))
+    return x[..., 1:] * (torch.asinh(s) / s)
+
+
+def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> GramForm:
+    """d(x, y) = (2/sqrt c) asinh(sqrt(q)) with q = (-c <x, y>_L - 1) / 2 = a_i . b_j,
+
+    a_i = (c/2 x_0, -c/2 x_s, -1/2),  b_j = (y_0, y_s, 1)
+    (arcosh(1 + 2q) = 2 asinh(sqrt q), the form the Poincare ball uses too). Rounding: q carries
+    an absolute error of about eps c x_0 y_0, so in float32 close pairs far from the origin are
+    only resolved to (2/sqrt c) sqrt(eps c x_0 y_0).
+    """
+    half = -0.5 * torch.ones_like(x[:, :1])
+    a = torch.cat([x[:, :1], -x[:, 1:]], dim=1) * (c / 2)
+    a = torch.cat([a, half], dim=1)
+    b = torch.cat([y, torch.ones_like(y[:, :1])], dim=1)
+    return GramForm(a, b, ASINH_SQRT, 2 / _sqrt(c))
+
+
+@hyperbolic_float32
+def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """All pairwise distances (N, M) between x (N, D+1) and y (M, D+1), from one Gram product."""
+    check_curvature(c)
+    if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1] or x.shape[1] < 2:
+        raise ValueError(
+            f"expected x (N, D+1) and y (M, D+1) with D >= 1, got {tuple(x.shape)} and "
+            f"{tuple(y.shape)}"
+        )
+    return lorentz_distance_form(x, y, c).matrix()
+
+
+@hyperbolic_float32
+def lorentz_to_poincare(x: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0)."""
+    check_curvature(c)
+    return x[..., 1:] / (1 + _sqrt(c) * x[..., :1])
+
+
+@hyperbolic_float32
+def poincare_to_lorentz(p: torch.Tensor, c: Curvature) -> torch.Tensor:
+    """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2))."""
+    check_curvature(c)
+    sq = c * (p * p).sum(-1, keepdim=True)
+    sqrt_c = _sqrt(c)
+    return torch.cat([(1 + sq) / sqrt_c, 2 * p], dim=-1) / (1 - sq)

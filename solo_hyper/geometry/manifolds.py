@@ -1,0 +1,333 @@
+"""Embedding spaces as objects: the curvature, the dtype margins and the pairwise distance travel
+together (geoopt's idea), behind one interface that heads, losses and evaluation share.
+
+    space = make_space("lorentz", curvature=0.1)
+    z = space.expmap0(v)                  # (N, D) tangent vectors at the origin -> points
+    d = space.distance_matrix(z, z)       # (N, M), from one Gram product, never (N, M, D)
+    space.similarity_form(z, z)           # the contrastive logit numerator, for the losses
+    space_from_dict(space.to_dict())      # what checkpoints store
+
+Spaces are ``nn.Module``s so that a learnable curvature (a softplus parameter, as HCL's head
+always had) is trained, saved and moved with the model. ``curvature`` is c > 0 of the hyperbolic
+spaces of curvature -c; the unit sphere has curvature 1 and Euclidean space 0.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solo_hyper.geometry.gram import ASINH_SQRT, LINEAR, SQRT, GramForm
+from solo_hyper.geometry.lorentz import (
+    lorentz_distance_form,
+    lorentz_expmap0,
+    lorentz_logmap0,
+    lorentz_project,
+    max_radius,
+)
+from solo_hyper.geometry.poincare import (
+    Curvature,
+    ball_margin,
+    check_curvature,
+    expmap0,
+    hyperbolic_float32,
+    logmap0,
+    poincare_distance_factors,
+    poincare_distance_matrix,
+    project,
+)
+
+__all__ = [
+    "CURVED",
+    "Euclidean",
+    "GEOMETRIES",
+    "Lorentz",
+    "Manifold",
+    "PoincareBall",
+    "Sphere",
+    "check_geometry",
+    "make_space",
+    "space_from_dict",
+]
+
+
+class Manifold(nn.Module):
+    """An embedding space: maps from the tangent space at the origin, pairwise distances and
+    the contrastive similarity, with its curvature (fixed, or learnable through a softplus)."""
+
+    name = "manifold"
+    curved = False  # whether ``curvature`` is a free parameter (the hyperbolic models)
+
+    def __init__(self, curvature: Curvature | None = None, learnable: bool = False) -> None:
+        super().__init__()
+        self.learnable = bool(learnable)
+        self._fixed: Curvature | None = None
+        if not self.curved:
+            return
+        check_curvature(curvature)
+        if not learnable:
+            # a python float (exact in float64 maths, no device sync), or a tensor owned
+            # elsewhere (e.g. a learnable curvature passed in by a legacy call)
+            self._fixed = curvature if isinstance(curvature, torch.Tensor) else float(curvature)
+            return
+        c = float(curvature)
+        # inverse softplus, so that softplus(raw) == c at initialisation
+        self.raw_curvature = nn.Parameter(
+            torch.tensor(c + math.log(-math.expm1(-c)), dtype=torch.float32)
+        )
+
+    @property
+    def curvature(self) -> Curvature:
+        """c > 0 for hyperbolic spaces (a 0-dim tensor when learnt); a fixed float otherwise."""
+        if self._fixed is not None:
+            return self._fixed
+        return F.softplus(self.raw_curvature)
+
+    def curvature_for(self, x: torch.Tensor) -> Curvature:
+        """The curvature in x's dtype (a float32 parameter must not round float64 maths)."""
+        c = self.curvature
+        return c.to(x.dtype) if isinstance(c, torch.Tensor) else c
+
+    # ------------------------------------------------------------------ maps
+    def expmap0(self, v: torch.Tensor) -> torch.Tensor:
+        """Tangent vectors at the origin (N, D) -> points (the head's last step)."""
+        raise NotImplementedError
+
+    def logmap0(self, x: torch.Tensor) -> torch.Tensor:
+        """Points -> tangent vectors at the origin (N, D), inverse of :meth:`expmap0`."""
+        raise NotImplementedError
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """Points that rounding moved off the space, back onto it (identity on the space)."""
+        return x
+
+    def point_dim(self, tangent_dim: int) -> int:
+        """Coordinates of a point whose tangent vectors have ``tangent_dim`` components."""
+        return tangent_dim
+
+    # ------------------------------------------------------------------ pairwise
+    def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """The geodesic distance as scale * kernel(a @ b.T)."""
+        raise NotImplementedError
+
+    def similarity_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """The contrastive score whose 1/temperature multiple is a logit: -distance here."""
+        return self.distance_form(x, y).scaled(-1.0)
+
+    def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """All pairwise geodesic distances (N, M) of x (N, P), y (M, P), in float32 or float64."""
+        _check_pairs(x, y)
+        return _upcast_call(lambda a, b: self.distance_form(a, b).matrix(), x, y)
+
+    def similarity_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The (N, M) contrastive scores by plain autograd (the loss's reference path)."""
+        _check_pairs(x, y)
+        return _upcast_call(lambda a, b: self.similarity_form(a, b).matrix(), x, y)
+
+    # ------------------------------------------------------------------ description
+    def to_dict(self) -> dict:
+        """A plain, YAML/JSON-serialisable description (``space_from_dict`` rebuilds it)."""
+        out: dict = {"name": self.name}
+        if self.curved:
+            out["curvature"] = float(self.curvature)
+            out["learnable_curvature"] = self.learnable
+        return out
+
+    def extra_repr(self) -> str:
+        if self.curved:
+            return f"curvature={float(self.curvature):.4g}, learnable={self.learnable}"
+        return ""
+
+
+def _check_pairs(x: torch.Tensor, y: torch.Tensor) -> None:
+    if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(
+            f"expected x (N, P) and y (M, P), got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
+
+
+@hyperbolic_float32
+def _upcast_call(fn, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return fn(x, y)
+
+
+class Euclidean(Manifold):
+    """R^D: maps are the identity, the distance ||x - y||."""
+
+    name = "euclidean"
+
+    @property
+    def curvature(self) -> float:
+        return 0.0
+
+    def expmap0(self, v: torch.Tensor) -> torch.Tensor:
+        return v
+
+    def logmap0(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        # ||x - y||^2 = a . b with a = (x, |x|^2, 1), b = (-2y, 1, |y|^2)
+        x_sq = (x * x).sum(1, keepdim=True)
+        y_sq = (y * y).sum(1, keepdim=True)
+        a = torch.cat([x, x_sq, torch.ones_like(x_sq)], dim=1)
+        b = torch.cat([-2 * y, torch.ones_like(y_sq), y_sq], dim=1)
+        return GramForm(a, b, SQRT, 1.0)
+
+
+class Sphere(Manifold):
+    """The unit sphere S^{D-1} in R^D: the space of cosine-similarity losses (SimCLR, SupCon).
+
+    The sphere has no origin; ``expmap0`` is the retraction v -> v/||v|| (HCL's normalisation)
+    and ``logmap0`` the identity on unit vectors. Its contrastive score is the cosine (of any
+    non-zero vectors: inputs are normalised, as SimCLR's loss does), its distance the angle.
+    """
+
+    name = "sphere"
+
+    @property
+    def curvature(self) -> float:
+        return 1.0
+
+    def expmap0(self, v: torch.Tensor) -> torch.Tensor:
+        return F.normalize(v, dim=-1)
+
+    def logmap0(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1)
+
+    def similarity_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        return GramForm(F.normalize(x, dim=1), F.normalize(y, dim=1), LINEAR, 1.0)
+
+    def chordal_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """||x/|x| - y/|y|||^2 = 2 - 2 cos, as a = (x^, 1), b = (-2 y^, 2) (EBCLR's energy)."""
+        a, b = F.normalize(x, dim=1), F.normalize(y, dim=1)
+        a = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
+        b = torch.cat([-2 * b, torch.full_like(b[:, :1], 2.0)], dim=1)
+        return GramForm(a, b, LINEAR, 1.0)
+
+    def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The angle arccos(cos) (the geodesic of the unit sphere), in [0, pi]."""
+        cos = self.similarity_matrix(x, y)
+        # arccos' is infinite at +-1: keep the argument inside by one ulp
+        one = 1 - torch.finfo(cos.dtype).eps
+        return torch.arccos(cos.clamp(-one, one))
+
+
+class PoincareBall(Manifold):
+    """The Poincare ball of curvature -c (radius 1/sqrt c), points (N, D) (HCL, Sec. 3.1).
+
+    ``expmap0`` ends with ``project`` (a relative margin ``ball_margin(dtype)`` from the boundary,
+    geoopt's values), so points always satisfy c ||x||^2 < 1.
+    """
+
+    name = "poincare"
+    curved = True
+
+    def expmap0(self, v: torch.Tensor) -> torch.Tensor:
+        c = self.curvature_for(v)
+        return project(expmap0(v, c), c)
+
+    def logmap0(self, x: torch.Tensor) -> torch.Tensor:
+        return logmap0(x, self.curvature_for(x))
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        return project(x, self.curvature_for(x))
+
+    def margin(self, dtype: torch.dtype) -> float:
+        return ball_margin(dtype)
+
+    def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        c = self.curvature_for(x)
+        a, b = poincare_distance_factors(x, y, c)
+        return GramForm(a, b, ASINH_SQRT, 2 / _sqrt(c))
+
+    def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return poincare_distance_matrix(x, y, self.curvature_for(x))
+
+
+class Lorentz(Manifold):
+    """The hyperboloid of curvature -c: points (N, D+1), time coordinate first (see
+    ``geometry.lorentz``). Distances need no boundary margin; the radius cap of ``expmap0``
+    (``max_radius(dtype)``) keeps cosh finite."""
+
+    name = "lorentz"
+    curved = True
+
+    def expmap0(self, v: torch.Tensor) -> torch.Tensor:
+        return lorentz_expmap0(v, self.curvature_for(v))
+
+    def logmap0(self, x: torch.Tensor) -> torch.Tensor:
+        return lorentz_logmap0(x, self.curvature_for(x))
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        return lorentz_project(x, self.curvature_for(x))
+
+    def point_dim(self, tangent_dim: int) -> int:
+        return tangent_dim + 1
+
+    def margin(self, dtype: torch.dtype) -> float:
+        return max_radius(dtype)
+
+    def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        return lorentz_distance_form(x, y, self.curvature_for(x))
+
+
+def _sqrt(c: Curvature) -> Curvature:
+    return c.sqrt() if isinstance(c, torch.Tensor) else math.sqrt(c)
+
+
+_SPACES: dict[str, type[Manifold]] = {
+    cls.name: cls for cls in (PoincareBall, Lorentz, Euclidean, Sphere)
+}
+GEOMETRIES: tuple[str, ...] = tuple(_SPACES)  # the one list of geometry names
+CURVED: tuple[str, ...] = tuple(n for n, cls in _SPACES.items() if cls.curved)
+
+
+def check_geometry(name: str, curvature: Curvature | None = None) -> None:
+    """ValueError (naming the choices and the closest one) for an unknown geometry, or for a
+    curvature <= 0 of a hyperbolic one. The only place these two checks live."""
+    if name not in _SPACES:
+        match = difflib.get_close_matches(str(name), GEOMETRIES, n=1, cutoff=0.4)
+        hint = f" (did you mean {match[0]!r}?)" if match else ""
+        raise ValueError(f"geometry must be one of {GEOMETRIES}, got {name!r}{hint}")
+    if _SPACES[name].curved:
+        if isinstance(curvature, torch.Tensor):
+            check_curvature(curvature)
+        elif isinstance(curvature, bool) or not isinstance(curvature, (int, float)):
+            raise ValueError(
+                f"curvature must be a number > 0 for geometry {name!r}, got {curvature!r}"
+            )
+        elif not curvature > 0:  # also rejects NaN
+            raise ValueError(
+                f"curvature must be > 0 for geometry {name!r} (curvature -c), got {curvature!r}"
+            )
+
+
+def make_space(
+    name: str, curvature: Curvature | None = None, learnable_curvature: bool = False
+) -> Manifold:
+    """The space called ``name`` (one of ``GEOMETRIES``); the curvature is used by the hyperbolic
+    ones (c > 0, curvature -c) and ignored by the flat and spherical ones."""
+    check_geometry(name, curvature)
+    cls = _SPACES[name]
+    if cls.curved:
+        return cls(curvature, learnable_curvature)
+    return cls()
+
+
+def space_from_dict(description: dict) -> Manifold:
+    """Inverse of ``Manifold.to_dict``."""
+    if not isinstance(description, dict) or "name" not in description:
+        raise ValueError(f"a space description needs a 'name', got {description!r}")
+    return make_space(
+        description["name"],
+        description.get("curvature"),
+        bool(description.get("learnable_curvature", False)),
+    )

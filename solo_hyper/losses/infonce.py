@@ -1,0 +1,306 @@
+"""The (N, M) part of InfoNCE-type losses on logits L = scale * phi(a @ b.T), three ways.
+
+A ``GramForm`` (``solo_hyper.geometry.gram``) gives the logits of N anchors against M
+candidates as one matrix product and an elementwise kernel phi. Per anchor i the losses need
+    lse_i = log sum_{j != i} exp(L_ij)       and   pos_i = sum_{j in P(i)} L_ij
+(self pairs excluded when the anchors are among the candidates). Three implementations:
+
+- ``info_nce_reference``: plain autograd on the (N, M) logit matrix (the reference);
+- ``_FusedInfoNCE``: one pass with a hand-written backward that keeps exp(L - rowmax), the
+  positive mask and phi'(P): O(N M) memory, ~3 N x M buffers;
+- ``_ChunkedRowTerms``: blocks of K anchors against all M candidates, an exact per-row
+  log-sum-exp in the forward and recomputation of each block in the backward: peak memory
+  O(K M + (N + M) D) instead of O(N M), for about one extra matmul and kernel pass.
+
+With softmax p over the candidates and upstream gradients g (per row of lse) and h (per row of
+pos), dLoss/dL_ij = g_i p_ij + h_i [j in P(i)], dL/dP = scale phi'(P), so
+    dLoss/da = G b,  dLoss/db = G^T a,  dLoss/dscale = sum_ij dLoss/dL_ij phi(P_ij)
+with G = dLoss/dP; everything O((N + M) D) (norms, conformal factors, the curvature, the DDP
+all_gather) is left to autograd.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from solo_hyper.geometry.gram import GramForm, Kernel
+
+__all__ = [
+    "auto_chunk_size",
+    "check_chunk_size",
+    "info_nce",
+    "info_nce_reference",
+    "row_logsumexp",
+]
+
+# (N x M) float buffers a chunked block holds at once: P/phi, phi', logits, softmax/gradient
+_BLOCK_BUFFERS = 5
+_AUTO_MEMORY_SHARE = 0.25
+
+
+def check_chunk_size(chunk_size) -> None:
+    """None (no chunking), 'auto' or an integer >= 1; anything else is a ValueError."""
+    if chunk_size is None or chunk_size == "auto":
+        return
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(
+            f"chunk_size must be a positive integer, 'auto' or null, got {chunk_size!r}"
+        )
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory of the device (CUDA: mem_get_info; CPU: the host's MemAvailable)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def auto_chunk_size(n: int, m: int, device: torch.device, dtype: torch.dtype) -> int:
+    """The largest block K whose buffers (about 5 K x M floats) take at most a quarter of the
+    device's free memory; N (no split) when the memory cannot be read."""
+    free = free_memory_bytes(device)
+    if free is None:
+        return n
+    per_row = _BLOCK_BUFFERS * m * torch.finfo(dtype).bits // 8
+    return max(1, min(n, int(_AUTO_MEMORY_SHARE * free) // max(per_row, 1)))
+
+
+def _self_pairs(matrix: torch.Tensor, offset: int) -> torch.Tensor:
+    """View of the (i, offset + i) entries: anchor i against itself among the candidates."""
+    return matrix[:, offset : offset + matrix.shape[0]].diagonal()
+
+
+def info_nce_reference(
+    form: GramForm, targets: torch.Tensor, targets_all: torch.Tensor, offset: int
+) -> torch.Tensor:
+    """Plain autograd on the (N, M) logit matrix: mean over anchors with positives of
+    lse_i - pos_i / |P(i)| (self pairs excluded by -inf)."""
+    logits = form.matrix()
+    positives = targets[:, None] == targets_all[None, :]
+    _self_pairs(positives, offset).fill_(False)
+    self_mask = torch.zeros_like(positives)
+    _self_pairs(self_mask, offset).fill_(True)
+    logits = logits.masked_fill(self_mask, float("-inf"))
+    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+    count = positives.sum(dim=1)
+    mean_log_prob_pos = log_prob.masked_fill(~positives, 0).sum(dim=1) / count.clamp_min(1)
+    valid = count > 0
+    return torch.where(valid, -mean_log_prob_pos, 0).sum() / valid.sum().clamp_min(1)
+
+
+def info_nce(
+    form: GramForm,
+    targets: torch.Tensor,
+    targets_all: torch.Tensor,
+    offset: int,
+    chunk_size: int | None = None,
+) -> torch.Tensor:
+    """Mean over anchors with at least one positive of lse_i - pos_i / |P(i)| (0, still attached
+    to the graph, when no anchor has a positive). ``chunk_size`` None: the fused one-pass path;
+    an integer K: blocks of K anchors."""
+    if chunk_size is None:
+        return _FusedInfoNCE.apply(
+            form.a, form.b, form.scale, form.kernel, targets, targets_all, offset
+        )
+    lse, positive_sum, count = _ChunkedRowTerms.apply(
+        form.a, form.b, form.scale, form.kernel, targets, targets_all, offset, True, chunk_size
+    )
+    valid = count > 0
+    per_anchor = torch.where(valid, lse - positive_sum / count.clamp_min(1), 0)
+    return per_anchor.sum() / valid.sum().clamp_min(1)
+
+
+def row_logsumexp(form: GramForm, chunk_size: int | None = None) -> torch.Tensor:
+    """log sum_j exp(L_ij) over all M candidates (no self pair, no positive): (N,).
+
+    ``chunk_size`` None: plain autograd on the (N, M) logits; K: blocks of K rows."""
+    if chunk_size is None:
+        return torch.logsumexp(form.matrix(), dim=1)
+    lse, _, _ = _ChunkedRowTerms.apply(
+        form.a, form.b, form.scale, form.kernel, None, None, 0, False, chunk_size
+    )
+    return lse
+
+
+class _ChunkedRowTerms(torch.autograd.Function):
+    """(lse (N,), positive logit sum (N,), positive count (N,)) in blocks of ``chunk`` rows.
+
+    Saves only a, b and lse; each block's logits are recomputed in the backward from one
+    (K, D) x (D, M) product.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        scale: float | torch.Tensor,
+        kernel: Kernel,
+        targets: torch.Tensor | None,
+        targets_all: torch.Tensor | None,
+        offset: int,
+        exclude_self: bool,
+        chunk: int,
+    ):
+        n = a.shape[0]
+        lse = a.new_empty(n)
+        positive_sum = a.new_zeros(n)
+        count = a.new_zeros(n)
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                rows = slice(start, min(start + chunk, n))
+                phi, _ = kernel.apply_(a[rows] @ b.T, False)
+                logits = phi.mul_(scale)
+                if targets is not None:
+                    positives = _block_positives(targets[rows], targets_all, offset, start)
+                    count[rows] = positives.sum(dim=1).to(a.dtype)
+                    positive_sum[rows] = torch.where(positives, logits, 0).sum(dim=1)
+                if exclude_self:
+                    _self_pairs(logits, offset + start).fill_(float("-inf"))
+                lse[rows] = torch.logsumexp(logits, dim=1)
+        learnable_scale = scale if isinstance(scale, torch.Tensor) else None
+        ctx.save_for_backward(a, b, lse, targets, targets_all, learnable_scale)
+        ctx.float_scale = None if learnable_scale is not None else scale
+        ctx.kernel, ctx.offset, ctx.exclude_self, ctx.chunk = kernel, offset, exclude_self, chunk
+        ctx.mark_non_differentiable(count)
+        return lse, positive_sum, count
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_lse, grad_positive, _grad_count):  # type: ignore[override]
+        a, b, lse, targets, targets_all, scale = ctx.saved_tensors
+        if scale is None:
+            scale = ctx.float_scale
+        need_a, need_b, need_scale = ctx.needs_input_grad[:3]
+        if grad_lse is None:
+            grad_lse = torch.zeros_like(lse)
+        # rows without any candidate have lse = -inf and all logits -inf: softmax 0, not NaN
+        lse = torch.where(torch.isfinite(lse), lse, 0)
+        grad_a = torch.empty_like(a) if need_a else None
+        grad_b = torch.zeros_like(b) if need_b else None
+        grad_scale = a.new_zeros(()) if need_scale else None
+        n = a.shape[0]
+        for start in range(0, n, ctx.chunk):
+            rows = slice(start, min(start + ctx.chunk, n))
+            a_rows = a[rows]
+            phi, dphi = ctx.kernel.apply_(a_rows @ b.T, need_a or need_b)
+            logits = phi * scale
+            if ctx.exclude_self:
+                _self_pairs(logits, ctx.offset + start).fill_(float("-inf"))
+            grad = logits.sub_(lse[rows, None]).exp_().mul_(grad_lse[rows, None])
+            if targets is not None and grad_positive is not None:
+                positives = _block_positives(targets[rows], targets_all, ctx.offset, start)
+                grad.addcmul_(positives, grad_positive[rows, None])
+            if need_scale:
+                grad_scale += torch.linalg.vecdot(grad, phi).sum()
+            if not (need_a or need_b):
+                continue
+            grad.mul_(scale)
+            if dphi is not None:
+                grad.mul_(dphi)
+            if need_a:
+                grad_a[rows] = grad @ b
+            if need_b:
+                grad_b.addmm_(grad.T, a_rows)
+        if need_scale:
+            grad_scale = grad_scale.reshape(scale.shape).to(scale.dtype)
+        return grad_a, grad_b, grad_scale, None, None, None, None, None, None
+
+
+def _block_positives(
+    targets_rows: torch.Tensor, targets_all: torch.Tensor, offset: int, start: int
+) -> torch.Tensor:
+    """[j in P(i)] for a block of anchors starting at row ``start`` (self pairs excluded)."""
+    positives = targets_rows[:, None] == targets_all[None, :]
+    _self_pairs(positives, offset + start).fill_(False)
+    return positives
+
+
+class _FusedInfoNCE(torch.autograd.Function):
+    """The whole (N, M) part in one pass, with a hand-written backward.
+
+    Keeps exp(L - rowmax), the boolean positive mask and phi'(P) (non-linear kernels only,
+    written over P), works in place where it can. With w_ij = [j in P(i)] / |P(i)| and n valid
+    anchors, dLoss/dL_ij = (p_ij - w_ij) / n on valid rows.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        scale: float | torch.Tensor,
+        kernel: Kernel,
+        targets: torch.Tensor,
+        targets_all: torch.Tensor,
+        offset: int,
+    ) -> torch.Tensor:
+        need_ab = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        phi, dphi = kernel.apply_(a @ b.T, need_ab)
+        need_scale = ctx.needs_input_grad[2]
+        # the scale gradient needs phi itself; the linear kernel's phi is P's buffer
+        logits = phi.mul(scale) if need_scale else phi.mul_(scale)
+
+        positives = targets[:, None] == targets_all[None, :]
+        _self_pairs(positives, offset).fill_(False)
+        count = positives.sum(dim=1).to(logits.dtype)
+        positive_logit_sum = torch.where(positives, logits, 0).sum(dim=1)
+
+        _self_pairs(logits, offset).fill_(float("-inf"))
+        row_max = logits.amax(dim=1, keepdim=True)
+        row_max.masked_fill_(~torch.isfinite(row_max), 0)  # a lone sample has no candidates
+        exp_logits = logits.sub_(row_max).exp_()  # self pairs -> exp(-inf) = 0
+        exp_sum = exp_logits.sum(dim=1)
+        lse = row_max.squeeze(1) + exp_sum.log()
+
+        valid = count > 0
+        n_valid = valid.sum().clamp_min(1)
+        per_anchor = torch.where(valid, lse - positive_logit_sum / count.clamp_min(1), 0)
+        # Row i of the backward is (|P(i)| p_i - [j in P(i)]) / (n |P(i)|); invalid rows are 0.
+        row_weight = torch.where(valid, 1 / (n_valid * count.clamp_min(1)), 0)
+        softmax_scale = torch.where(valid, count / exp_sum, 0)  # exp_sum >= 1 on valid rows
+
+        grad_scale = None
+        if need_scale:
+            # sum_j (|P(i)| p_ij - [j in P(i)]) phi_ij, weighted by row
+            phi_pos = torch.where(positives, phi, 0).sum(dim=1)
+            row_dot = softmax_scale * torch.linalg.vecdot(exp_logits, phi) - phi_pos
+            grad_scale = (row_dot * row_weight).sum()
+        learnable_scale = scale if isinstance(scale, torch.Tensor) else None
+        ctx.save_for_backward(
+            a, b, exp_logits, positives, softmax_scale, row_weight, dphi, learnable_scale
+        )
+        ctx.float_scale = None if learnable_scale is not None else scale
+        ctx.grad_scale = grad_scale
+        return per_anchor.sum() / n_valid
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: torch.Tensor):  # type: ignore[override]
+        a, b, exp_logits, positives, softmax_scale, row_weight, dphi, scale = ctx.saved_tensors
+        if scale is None:
+            scale = ctx.float_scale
+        grad_scale = None
+        if ctx.grad_scale is not None:
+            grad_scale = (ctx.grad_scale * grad_loss).reshape(scale.shape).to(scale.dtype)
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None, None, grad_scale, None, None, None, None
+
+        grad = exp_logits * softmax_scale[:, None]
+        grad.add_(positives, alpha=-1)
+        if dphi is not None:
+            grad.mul_(dphi)
+        row_weight = row_weight * (grad_loss * scale)
+
+        grad_a = (grad @ b) * row_weight[:, None] if ctx.needs_input_grad[0] else None
+        grad_b = grad.T @ (a * row_weight[:, None]) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b, grad_scale, None, None, None, None

@@ -1,0 +1,112 @@
+"""The losses as small ``nn.Module``s, for plain PyTorch (or lightly) training loops.
+
+    space = PoincareBall(0.1)
+    head = SpaceProjector(mlp_projector(512, 2048, 128), space)
+    criterion = InfoNCELoss(temperature=0.2, space=space)
+    loss = criterion(torch.cat([head(f1), head(f2)]))          # ids: the two views pair up
+
+Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Torch
+only, no solo-learn or Lightning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from solo_hyper.geometry import Manifold, Sphere, make_space
+from solo_hyper.losses.contrastive import contrastive_loss
+from solo_hyper.losses.ebclr import ebclr_loss
+from solo_hyper.losses.infonce import check_chunk_size
+
+__all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss"]
+
+
+def _check_temperature(temperature: float) -> None:
+    if isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+
+
+class InfoNCELoss(nn.Module):
+    """InfoNCE / SupCon (mean over positives) with logits space.similarity / temperature.
+
+    forward(z, targets=None): z (2B, P) points of ``space``, the first B rows one view and the
+    last B the other (targets None: instance ids pair row i with row i + B), or any stacking
+    with integer ``targets`` (class labels give SupCon). ``chunk_size``: see
+    ``contrastive_loss`` (blocks of K anchors, O(K M) memory).
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        space: Manifold | None = None,
+        chunk_size: int | str | None = None,
+    ) -> None:
+        super().__init__()
+        _check_temperature(temperature)
+        check_chunk_size(chunk_size)
+        self.temperature = temperature
+        self.space = space if space is not None else Sphere()
+        self.chunk_size = chunk_size
+
+    def forward(self, z: Tensor, targets: Tensor | None = None) -> Tensor:
+        if targets is None:
+            if z.shape[0] % 2:
+                raise ValueError(f"without targets z must stack two views (even rows), got {z.shape[0]}")
+            targets = torch.arange(z.shape[0] // 2, device=z.device).repeat(2)
+        return contrastive_loss(
+            z, targets, self.temperature, space=self.space, chunk_size=self.chunk_size
+        )
+
+
+class HyperbolicInfoNCELoss(InfoNCELoss):
+    """HCL's loss (Eq. 6 / Eq. 8): InfoNCE with -d(z_i, z_j)/temperature on the Poincare ball
+    (``geometry="lorentz"``: the hyperboloid) of curvature -c; z are points of that space (e.g.
+    from ``heads.SpaceProjector``)."""
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        curvature: float = 0.1,
+        geometry: str = "poincare",
+        learnable_curvature: bool = False,
+        chunk_size: int | str | None = None,
+    ) -> None:
+        super().__init__(
+            temperature, make_space(geometry, curvature, learnable_curvature), chunk_size
+        )
+
+
+class EBCLRLoss(nn.Module):
+    """EBCLR's L_disc + lambda2 * L_gen (Kim & Ye 2022); see ``losses.ebclr.ebclr_loss``.
+
+    forward(z1, z2, z_sgld, regularised=None) -> (loss, parts): projections (points of
+    ``space``, default the sphere, the paper's energy) of both views and of the SGLD samples.
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.1,
+        lambda1: float = 1e-3,
+        lambda2: float = 0.1,
+        space: Manifold | None = None,
+        chunk_size: int | str | None = None,
+    ) -> None:
+        super().__init__()
+        _check_temperature(temperature)
+        check_chunk_size(chunk_size)
+        if lambda1 < 0 or lambda2 < 0:
+            raise ValueError(f"lambda1 and lambda2 must be >= 0, got {lambda1}, {lambda2}")
+        self.temperature, self.lambda1, self.lambda2 = temperature, lambda1, lambda2
+        self.space = space if space is not None else Sphere()
+        self.chunk_size = chunk_size
+
+    def forward(
+        self, z1: Tensor, z2: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        return ebclr_loss(
+            z1, z2, z_sgld, self.temperature, self.lambda1, self.lambda2, self.space,
+            regularised=regularised, chunk_size=self.chunk_size,
+        )  # fmt: skip
