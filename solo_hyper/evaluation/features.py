@@ -103,7 +103,7 @@ def ball_curvature(model, cfg: dict, z: torch.Tensor | None) -> float | None:
     one, and every z must satisfy c ||z||^2 < 1.
     """
     kwargs = cfg.get("method_kwargs") or {}
-    if z is None or kwargs.get("distance") != "poincare":
+    if z is None or kwargs.get("geometry", kwargs.get("distance")) != "poincare":
         return None
     c = getattr(model, "curvature", None)
     c = float(kwargs.get("curvature", 0.0) if c is None else c)
