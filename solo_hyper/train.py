@@ -23,6 +23,7 @@ from solo_hyper.config import ConfigError, closest, complete, crop_counts, load_
 from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
 from solo_hyper.guards import NonFiniteLossGuard, newest_checkpoint
 from solo_hyper.solo import adapter
+from solo_hyper.solo.baselines import unknown_method_message
 
 pl = adapter.LIGHTNING
 SMALL_IMAGE_SIZE = 64  # at or below this, solo's ResNets get the CIFAR stem
@@ -48,9 +49,7 @@ def prepare(
     methods = adapter.registered_methods()
     name = cfg.get("method")
     if name not in methods:
-        raise ConfigError(
-            f"unknown method {name!r}{closest(name, methods)}; known: {sorted(methods)}"
-        )
+        raise ConfigError(unknown_method_message(name, methods))
     cls = adapter.plugin_class(methods[name])
     defaults = adapter.method_arg_defaults(cls)
     for key in cfg["method_kwargs"]:
