@@ -146,17 +146,19 @@ class GatheredNNCLR:
             return super().training_step(batch, batch_idx)
 
 
+def gathered_vicreg_loss(z1: torch.Tensor, z2: torch.Tensor, **weights: float) -> torch.Tensor:
+    """solo's VICReg loss on every rank's projections (solo main and the official code gather
+    them: variance and covariance are batch statistics); z1, z2: this rank's (B, D)."""
+    from solo.losses.vicreg import vicreg_loss_func
+
+    return vicreg_loss_func(gather_with_grad(z1), gather_with_grad(z2), **weights)
+
+
 class GatheredVICReg:
-    """VICReg's 1.0.2 training step with its terms on every rank's projections (solo main and
-    the official code gather them): variance and covariance are batch statistics."""
+    """VICReg's 1.0.2 training step with ``gathered_vicreg_loss``."""
 
     def training_step(self, batch: list[Any], batch_idx: int):
-        from solo.losses.vicreg import vicreg_loss_func
-
-        def gathered(z1: torch.Tensor, z2: torch.Tensor, **weights: float) -> torch.Tensor:
-            return vicreg_loss_func(gather_with_grad(z1), gather_with_grad(z2), **weights)
-
-        with replaced("solo.methods.vicreg", "vicreg_loss_func", gathered):
+        with replaced("solo.methods.vicreg", "vicreg_loss_func", gathered_vicreg_loss):
             return super().training_step(batch, batch_idx)
 
 
@@ -231,4 +233,11 @@ def fixes_for(cls: type, api: str) -> tuple[type, ...]:
     return tuple(reversed(found))
 
 
-__all__ = ["CholeskyWhitening", "FIXES", "fixes_for", "gathered_nnclr_loss", "replaced"]
+__all__ = [
+    "CholeskyWhitening",
+    "FIXES",
+    "fixes_for",
+    "gathered_nnclr_loss",
+    "gathered_vicreg_loss",
+    "replaced",
+]
