@@ -114,6 +114,19 @@ def test_deepcluster_first_epoch_loss_is_zero_not_nan():
     assert float(trainer.callback_metrics["train_deepcluster_loss"]) == 0.0
 
 
+@pytest.mark.parametrize("name", ["swav", "deepclusterv2"])
+def test_checkpoint_with_train_start_buffers_loads_for_evaluation(name, tmp_path):
+    from solo_hyper.checkpoints import load_pretrained
+
+    _, model = build(name)
+    trainer = quiet_trainer(max_steps=1, limit_val_batches=0)
+    trainer.fit(model, fake_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "run.ckpt")
+    loaded, _, _ = load_pretrained(tmp_path / "run.ckpt", expect_method=name)
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+
+
 def test_cholesky_whitening_equals_solos_whitening2d(monkeypatch):
     from solo.utils.whitening import Whitening2d
 

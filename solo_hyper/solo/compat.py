@@ -15,7 +15,8 @@ solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
 - SimCLR/SupCon, NNCLR and VICReg compute their loss on the local batch only, where solo main
   (and this plugin's losses) use every rank's samples: under DDP they are made to gather, as
   main does, so that baselines and our methods see the same candidates.
-Both versions: DeepCluster V2 has no cluster assignments in its first epoch, and its loss, a
+Both versions: SwAV and DeepCluster V2 make buffers at train start, which a checkpoint of theirs
+cannot be loaded without; DeepCluster V2 has no cluster assignments in its first epoch, and its loss, a
 mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops on); here
 it is 0, the value of an empty mean that this plugin's losses use too (its gradient is 0 either
 way).
@@ -207,6 +208,23 @@ class EmptyDeepClusterLossIsZero:
             return super().training_step(batch, batch_idx)
 
 
+# ------------------------------------------------------------------------------ checkpoints
+class BuffersMadeAtTrainStart:
+    """SwAV (its queue) and DeepCluster V2 (its memory banks) register buffers in
+    ``on_train_start``, so a freshly built model lacks them when a checkpoint is loaded for
+    evaluation or resumption (strict loading fails): they are made with the checkpoint's shapes
+    first (on resumption ``on_train_start`` then remakes them, as solo does)."""
+
+    LATE_BUFFERS = ("queue", "local_memory_index", "local_memory_embeddings")
+
+    def load_state_dict(self, state_dict, strict: bool = True, **kwargs: Any):
+        present = dict(self.named_buffers())
+        for name in self.LATE_BUFFERS:
+            if name in state_dict and name not in present:
+                self.register_buffer(name, torch.empty_like(state_dict[name]))
+        return super().load_state_dict(state_dict, strict=strict, **kwargs)
+
+
 # ------------------------------------------------------------------------------ the table
 # (solo class as "module:Name", APIs, fix): a fix applies to that class and its subclasses
 FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
@@ -217,6 +235,8 @@ FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
     ("solo.methods.vicreg:VICReg", ("v1",), GatheredVICReg),
     ("solo.methods.wmse:WMSE", ("v1",), LinalgWhitening),
     ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), EmptyDeepClusterLossIsZero),
+    ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), BuffersMadeAtTrainStart),
+    ("solo.methods.swav:SwAV", ("v1", "v2"), BuffersMadeAtTrainStart),
 )
 
 
