@@ -15,11 +15,11 @@ solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
 - SimCLR/SupCon, NNCLR and VICReg compute their loss on the local batch only, where solo main
   (and this plugin's losses) use every rank's samples: under DDP they are made to gather, as
   main does, so that baselines and our methods see the same candidates.
-Both versions: SwAV and DeepCluster V2 make buffers at train start, which a checkpoint of theirs
-cannot be loaded without; DeepCluster V2 has no cluster assignments in its first epoch, and its loss, a
-mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops on); here
-it is 0, the value of an empty mean that this plugin's losses use too (its gradient is 0 either
-way).
+Both versions: SwAV and DeepCluster V2 make buffers at train start, without which a checkpoint
+of theirs does not load; DeepCluster V2 has no cluster assignments in its first epoch, and its
+loss, a mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops
+on): here it is 0, the value of an empty mean in this plugin's losses too (its gradient is 0
+either way).
 """
 
 from __future__ import annotations
