@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FMNIST = ROOT / "configs" / "pretrain" / "fashionmnist"
 API = detect_api(__import__("solo.methods.base", fromlist=["BaseMethod"]).BaseMethod)
 INSTALLED = sorted(name for name, b in BASELINES.items() if API in b.apis)
+# mae (solo main) reconstructs ViT patches: not with the small CNN (its config check is tested)
+TRAINABLE = [name for name in INSTALLED if name != "mae"]
 ELSEWHERE = sorted(name for name, b in BASELINES.items() if API not in b.apis)
 # baselines with a Fashion-MNIST config (mae needs a ViT; main-only ones need solo main)
 SHIPPED = sorted(name for name, b in BASELINES.items() if "v1" in b.apis)
@@ -70,8 +72,7 @@ def quiet_trainer(**kwargs):
 
 
 # ------------------------------------------------------------------------------ training
-# mae (solo main) reconstructs ViT patches: not with the small CNN (its config check is tested)
-@pytest.mark.parametrize("name", [n for n in INSTALLED if n != "mae"])
+@pytest.mark.parametrize("name", TRAINABLE)
 def test_every_installed_baseline_fits_with_our_backbone(name):
     # DeepCluster V2 has no cluster assignments (no loss) in its first epoch: it trains two,
     # at a constant rate (a cosine schedule would end the second one at lr 0)
@@ -105,6 +106,14 @@ def test_momentum_backbone_is_an_ema_copy_of_ours(name):
     assert any(moved), "the momentum backbone was not updated (on_train_batch_end)"
     # an EMA with tau < 1 sits strictly between its start and the online weights
     assert any(not torch.equal(p, m) for p, m in zip(online.parameters(), momentum.parameters()))
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_every_baseline_returns_its_projection_as_z(name):
+    _, model = build(name)
+    model.eval()
+    out = model(torch.randn(4, 3, 28, 28))
+    assert out["z"].shape[0] == 4 and out["z"].dim() == 2
 
 
 def test_deepcluster_first_epoch_loss_is_zero_not_nan():

@@ -12,6 +12,7 @@ solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
 - DINO's ``clip_gradients(clip)`` shadows Lightning's ``clip_gradients(optimizer, ...)``, which
   Lightning's ``configure_gradient_clipping`` calls on every step;
 - W-MSE's whitening calls ``torch.cholesky``, which torch 2 removed;
+- MoCo V2+, ReSSL, W-MSE and DINO return their projection under another name than ``"z"``;
 - SimCLR/SupCon, NNCLR and VICReg compute their loss on the local batch only, where solo main
   (and this plugin's losses) use every rank's samples: under DDP they are made to gather, as
   main does, so that baselines and our methods see the same candidates.
@@ -208,6 +209,21 @@ class EmptyDeepClusterLossIsZero:
             return super().training_step(batch, batch_idx)
 
 
+# ------------------------------------------------------------------------------ outputs (1.0.2)
+class ProjectionNamedZ:
+    """The projector output under ``"z"``, as solo main names it for every method (1.0.2 calls
+    it ``"q"`` in MoCo V2+ and ReSSL, ``"v"`` in W-MSE, ``"p"`` in DINO), so that evaluation
+    measures every baseline's projector space (delta-hyperbolicity, disk map)."""
+
+    def forward(self, X: torch.Tensor, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().forward(X, *args, **kwargs)
+        if "z" not in out:
+            name = next((k for k in ("q", "v", "p") if k in out), None)
+            if name is not None:
+                out["z"] = out[name]
+        return out
+
+
 # ------------------------------------------------------------------------------ checkpoints
 class BuffersMadeAtTrainStart:
     """SwAV (its queue) and DeepCluster V2 (its memory banks) register buffers in
@@ -234,6 +250,10 @@ FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
     ("solo.methods.nnclr:NNCLR", ("v1",), GatheredNNCLR),
     ("solo.methods.vicreg:VICReg", ("v1",), GatheredVICReg),
     ("solo.methods.wmse:WMSE", ("v1",), LinalgWhitening),
+    ("solo.methods.mocov2plus:MoCoV2Plus", ("v1",), ProjectionNamedZ),
+    ("solo.methods.ressl:ReSSL", ("v1",), ProjectionNamedZ),
+    ("solo.methods.wmse:WMSE", ("v1",), ProjectionNamedZ),
+    ("solo.methods.dino:DINO", ("v1",), ProjectionNamedZ),
     ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), EmptyDeepClusterLossIsZero),
     ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), BuffersMadeAtTrainStart),
     ("solo.methods.swav:SwAV", ("v1", "v2"), BuffersMadeAtTrainStart),
