@@ -10,6 +10,7 @@ import torch
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.cli.main import main
+from solo_hyper.solo import adapter
 
 FMNIST = "configs/pretrain/fashionmnist"
 TINY = ["data.train_subset=64", "data.val_subset=32", "optimizer.batch_size=16", "max_epochs=1"]
@@ -56,7 +57,15 @@ CASES = [
     ("truncated checkpoint", lambda t: ["knn", "--checkpoint", str(truncated_checkpoint(t / "cut.ckpt"))], r"cannot read checkpoint"),
     ("missing checkpoint", lambda t: ["knn", "--checkpoint", str(t / "nothing")], r"does not exist"),
     ("checkpoint without weights", lambda t: ["robust-eval", "--checkpoint", str(fake_checkpoint(t / "e.ckpt", "ebclr"))], r"does not match its config"),
+    ("solo's base class as a method", lambda t: ["pretrain", "--config", f"{FMNIST}/simclr.yaml", "method=base"], r"'base' is solo-learn's BaseMethod.*not a pretraining method"),
+    ("misspelt baseline", lambda t: ["pretrain", "--config", f"{FMNIST}/byol.yaml", "method=byl"], r"unknown method 'byl'.*did you mean 'byol'"),
+    ("W-MSE slices larger than the batch", lambda t: ["pretrain", "--config", f"{FMNIST}/wmse.yaml", "optimizer.batch_size=64"], r"whitening_size=128 must divide optimizer.batch_size=64"),
+    ("DINO warm-up longer than training", lambda t: ["pretrain", "--config", f"{FMNIST}/dino.yaml", "method_kwargs.warmup_teacher_temperature_epochs=10"], r"warmup_teacher_temperature_epochs=10 must be between 0 and max_epochs=5"),
+    ("queue not a multiple of the batch", lambda t: ["pretrain", "--config", f"{FMNIST}/nnclr.yaml", "method_kwargs.queue_size=1000"], r"queue_size=1000 must be a multiple of the global batch"),
+    ("more prototypes than remembered samples", lambda t: ["pretrain", "--config", f"{FMNIST}/deepclusterv2.yaml", "data.train_subset=600"], r"num_prototypes \[750, 750, 750\] exceed the 512 samples"),
 ]
+if adapter.API.startswith("solo-learn 1.0.2"):  # solo main has every 1.0.2 method
+    CASES.append(("solo main's method under 1.0.2", lambda t: ["pretrain", "--config", f"{FMNIST}/simclr.yaml", "method=mocov3"], r"mocov3 is a solo-learn main method; this installation has solo-learn 1.0.2"))
 
 
 @pytest.mark.parametrize("case, build_argv, message", CASES, ids=[c[0] for c in CASES])

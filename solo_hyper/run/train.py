@@ -33,6 +33,7 @@ from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
 from solo_hyper.run.checkpoints import newest_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.solo import adapter
+from solo_hyper.solo.baselines import unknown_method_message
 
 pl = adapter.LIGHTNING
 
@@ -57,9 +58,7 @@ def prepare(
     methods = adapter.registered_methods()
     name = cfg.get("method")
     if name not in methods:
-        raise ConfigError(
-            f"unknown method {name!r}{closest(name, methods)}; known: {sorted(methods)}"
-        )
+        raise ConfigError(unknown_method_message(name, methods))
     cls = adapter.plugin_class(methods[name])
     defaults = adapter.method_arg_defaults(cls)
     for key in cfg["method_kwargs"]:

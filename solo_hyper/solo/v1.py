@@ -30,6 +30,7 @@ from solo_hyper.backbones import (
     build_backbone,
 )
 from solo_hyper.metrics.knn import knn_accuracy
+from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline, trainable_methods
 from solo_hyper.solo.registry import mixin_class, register_into
 
 API = "solo-learn 1.0.2"
@@ -208,8 +209,9 @@ _PLUGIN_CLASSES: dict[type, type] = {}
 
 
 def plugin_class(cls: type) -> type:
-    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached)."""
-    return mixin_class(cls, PluginBase, _PLUGIN_CLASSES)
+    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
+    baseline's checks and 1.0.2 fixes (``solo_hyper.solo.baselines``)."""
+    return patch_baseline(mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v1")
 
 
 def register(name: str, cls: type) -> None:
@@ -218,13 +220,16 @@ def register(name: str, cls: type) -> None:
 
 
 def registered_methods() -> dict[str, type]:
-    return METHODS
+    return trainable_methods(METHODS)
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:
     """The method's own arguments (not solo's base ones) with their defaults."""
     if issubclass(cls, MethodBase):
         return dict(cls.ARGS)
+    table = baseline_defaults_for(cls, "v1")  # solo's published values
+    if table is not None:
+        return table
     base = {a.dest for a in _parser_actions(BaseMethod)}
     defaults = {a.dest: a.default for a in _parser_actions(cls) if a.dest not in base}
     # a subclass may change a default in its constructor (SupCon: supervised=True)

@@ -45,6 +45,7 @@ from solo_hyper.backbones import (
     build_backbone,
 )
 from solo_hyper.metrics.knn import knn_accuracy
+from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline, trainable_methods
 from solo_hyper.solo.main_cfg import solo_config
 from solo_hyper.solo.registry import mixin_class, register_into
 
@@ -361,8 +362,9 @@ _PLUGIN_CLASSES: dict[type, type] = {}
 
 
 def plugin_class(cls: type) -> type:
-    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached)."""
-    return mixin_class(cls, PluginBase, _PLUGIN_CLASSES)
+    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
+    baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
+    return patch_baseline(mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v2")
 
 
 def register(name: str, cls: type) -> None:
@@ -371,7 +373,7 @@ def register(name: str, cls: type) -> None:
 
 
 def registered_methods() -> dict[str, type]:
-    return METHODS
+    return trainable_methods(METHODS)
 
 
 # solo main asserts these keys without a default; 1.0.2's argparse defaults stand in for them
@@ -405,6 +407,9 @@ def method_arg_defaults(cls: type) -> dict[str, Any]:
     """
     if issubclass(cls, MethodBase):
         return dict(cls.ARGS)
+    table = baseline_defaults_for(cls, "v2")  # solo's published values
+    if table is not None:
+        return table
     keys: list[str] = []
     defaults: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):

@@ -1,0 +1,324 @@
+"""The solo-learn baselines, as one explicit table: which solo-learn versions ship each one, its
+``method_kwargs`` defaults, and the run-config checks it needs before any work starts.
+
+The defaults are solo-learn's published CIFAR hyperparameters: 1.0.2's
+``bash_files/pretrain/cifar/<method>.sh`` (keys a script does not set: 1.0.2's argparse
+defaults) and main's ``scripts/pretrain/cifar/<method>.yaml`` (keys a YAML does not set: the
+defaults main's method reads with ``omegaconf_select``). Only keys the method's code reads are
+listed, per version: 1.0.2 takes its momentum settings as constructor arguments
+(``base_tau_momentum``, ``final_tau_momentum``, ``momentum_classifier``), main reads them from
+``cfg.momentum`` (``MOMENTUM`` here). This plugin's own methods declare their ``ARGS`` and are
+not in the table; ``base`` and ``linear`` are solo's base classes, not methods.
+
+The adapters call ``baseline_defaults_for`` (defaults of a class), ``patch_baseline`` (checks
+and the compatibility fixes of ``solo_hyper.solo.compat``) and ``trainable_methods``; the run
+calls ``unknown_method_message``. Imports no solo-learn at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from solo_hyper.config import closest
+
+V1, V2 = "v1", "v2"  # solo_hyper.solo.detect_api's names of the two method APIs
+VERSION = {V1: "1.0.2", V2: "main"}  # the solo-learn release that has each API
+INSTALL_HINT = {
+    V1: "pip install --no-deps solo-learn==1.0.2 (requirements/pypi-release.txt)",
+    V2: "solo-learn's GitHub main (requirements/solo-main.txt, docs/solo-main.md)",
+}
+NOT_METHODS = {
+    "base": "solo-learn's BaseMethod (the base class of every method)",
+    "linear": "solo-learn's linear-evaluation model (use the 'linear' command)",
+}
+
+Check = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One solo-learn method as this plugin runs it."""
+
+    name: str  # key in solo.methods.METHODS
+    solo_class: str  # its class name (also the name of the mixed plugin class)
+    apis: tuple[str, ...]  # the method APIs (solo-learn versions) that ship it
+    kwargs: dict[str, Any]  # method_kwargs shared by every version that ships it
+    only: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-API extra/differing keys
+    momentum: tuple[float, float] | None = None  # (base_tau, final_tau) of momentum methods
+    checks: tuple[Check, ...] = ()  # run-config checks (ValueError with the fix)
+    note: str = ""  # said when the name is asked for on an installation that lacks it
+
+
+# ------------------------------------------------------------------------------------ checks
+def _devices(cfg: dict) -> int:
+    devices = cfg.get("devices", 1)
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    return max(1, int(devices)) if str(devices).lstrip("-").isdigit() else 1
+
+
+def _queue_divides_global_batch(cfg: dict) -> None:
+    """solo's queues take whole gathered batches (``assert queue_size % batch_size == 0``)."""
+    queue = int(cfg["method_kwargs"]["queue_size"])
+    batch = int(cfg["optimizer"]["batch_size"]) * _devices(cfg)
+    if queue % batch:
+        raise ValueError(
+            f"method_kwargs.queue_size={queue} must be a multiple of the global batch "
+            f"(optimizer.batch_size x devices = {batch}); e.g. {max(1, queue // batch) * batch}"
+        )
+
+
+def _whitening_slices_the_batch(cfg: dict) -> None:
+    """W-MSE whitens random slices of ``whitening_size`` rows of each per-rank batch."""
+    size = int(cfg["method_kwargs"]["whitening_size"])
+    batch = int(cfg["optimizer"]["batch_size"])
+    dim = int(cfg["method_kwargs"]["proj_output_dim"])
+    if size < 2 or size > batch or batch % size:
+        raise ValueError(
+            f"method_kwargs.whitening_size={size} must divide optimizer.batch_size={batch} and "
+            f"be >= 2 (W-MSE whitens slices of that many rows), e.g. whitening_size={batch // 2}"
+        )
+    if size <= dim:
+        raise ValueError(
+            f"method_kwargs.whitening_size={size} must exceed proj_output_dim={dim}: the "
+            f"covariance of {size} rows in {dim} dimensions is singular and cannot be whitened "
+            "(solo-learn uses 128 rows for 64 dimensions)"
+        )
+
+
+def _teacher_warmup_within_training(cfg: dict) -> None:
+    """DINO's teacher-temperature schedule has one entry per epoch."""
+    warmup = int(cfg["method_kwargs"]["warmup_teacher_temperature_epochs"])
+    epochs = int(cfg["max_epochs"])
+    if not 0 <= warmup <= epochs:
+        raise ValueError(
+            f"method_kwargs.warmup_teacher_temperature_epochs={warmup} must be between 0 and "
+            f"max_epochs={epochs} (DINO warms the teacher temperature up over that many epochs)"
+        )
+
+
+def _prototypes_fit_the_memory(cfg: dict) -> None:
+    """DeepCluster V2 stacks its heads (one prototype count) and seeds k-means with k distinct
+    remembered samples per rank."""
+    counts = [int(k) for k in cfg["method_kwargs"]["num_prototypes"]]
+    if not counts or len(set(counts)) != 1:
+        raise ValueError(
+            f"method_kwargs.num_prototypes={counts} must be a non-empty list of one repeated "
+            "count (DeepCluster V2 stacks its heads), e.g. [3000, 3000, 3000]"
+        )
+    subset = cfg["data"].get("train_subset")
+    if subset is None:
+        return
+    batch = int(cfg["optimizer"]["batch_size"])
+    per_rank = (int(subset) // (batch * _devices(cfg))) * batch
+    too_many = [k for k in cfg["method_kwargs"]["num_prototypes"] if int(k) > per_rank]
+    if too_many:
+        raise ValueError(
+            f"method_kwargs.num_prototypes {too_many} exceed the {per_rank} samples each rank "
+            f"remembers per epoch (data.train_subset={subset}): use at most {per_rank} "
+            "prototypes per head, or more training images"
+        )
+
+
+def _vit_backbone(cfg: dict) -> None:
+    name = str(cfg["backbone"]["name"])
+    if not name.startswith("vit"):
+        raise ValueError(
+            f"mae reconstructs masked patches and needs a ViT backbone (backbone.name=vit_tiny, "
+            f"vit_small, ...), got backbone.name={name!r}"
+        )
+
+
+# ------------------------------------------------------------------------------------ table
+BOTH = (V1, V2)
+MAIN_ONLY = (V2,)
+PROJ_2048_256 = {"proj_hidden_dim": 2048, "proj_output_dim": 256}
+
+BASELINES: dict[str, Baseline] = {
+    b.name: b
+    for b in (
+        Baseline("simclr", "SimCLR", BOTH, {**PROJ_2048_256, "temperature": 0.2},
+                 only={V1: {"supervised": False}}),
+        # 1.0.2: SimCLR with supervised=True (registered by solo_hyper as 'supcon')
+        Baseline("supcon", "SupCon", BOTH, {**PROJ_2048_256, "temperature": 0.2},
+                 only={V1: {"supervised": True}}),
+        Baseline("byol", "BYOL", BOTH,
+                 {"proj_hidden_dim": 4096, "proj_output_dim": 256, "pred_hidden_dim": 4096},
+                 momentum=(0.99, 1.0)),
+        Baseline("mocov2plus", "MoCoV2Plus", BOTH,
+                 {"proj_hidden_dim": 2048, "queue_size": 32768, "temperature": 0.2},
+                 only={V1: {"proj_output_dim": 128}, V2: {"proj_output_dim": 256}},
+                 momentum=(0.99, 0.999), checks=(_queue_divides_global_batch,)),
+        Baseline("nnbyol", "NNBYOL", BOTH,
+                 {"proj_hidden_dim": 4096, "proj_output_dim": 256, "pred_hidden_dim": 4096,
+                  "queue_size": 65536},
+                 momentum=(0.99, 1.0), checks=(_queue_divides_global_batch,)),
+        Baseline("ressl", "ReSSL", BOTH,
+                 {"proj_hidden_dim": 4096, "proj_output_dim": 256, "queue_size": 65536,
+                  "temperature_q": 0.1, "temperature_k": 0.04},
+                 momentum=(0.99, 1.0), checks=(_queue_divides_global_batch,)),
+        Baseline("simsiam", "SimSiam", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 2048, "pred_hidden_dim": 512}),
+        Baseline("nnsiam", "NNSiam", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 2048, "pred_hidden_dim": 4096,
+                  "queue_size": 65536},
+                 checks=(_queue_divides_global_batch,)),
+        Baseline("nnclr", "NNCLR", BOTH,
+                 {**PROJ_2048_256, "pred_hidden_dim": 4096, "queue_size": 65536,
+                  "temperature": 0.2},
+                 checks=(_queue_divides_global_batch,)),
+        Baseline("barlow_twins", "BarlowTwins", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 2048, "lamb": 0.0051,
+                  "scale_loss": 0.1}),
+        Baseline("vicreg", "VICReg", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 2048, "sim_loss_weight": 25.0,
+                  "var_loss_weight": 25.0, "cov_loss_weight": 1.0}),
+        Baseline("swav", "SwAV", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 128, "queue_size": 3840,
+                  "temperature": 0.1, "num_prototypes": 3000, "sk_epsilon": 0.05, "sk_iters": 3,
+                  "freeze_prototypes_epochs": 2, "epoch_queue_starts": 50}),
+        Baseline("deepclusterv2", "DeepClusterV2", BOTH,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 128,
+                  "num_prototypes": [3000, 3000, 3000], "temperature": 0.1, "kmeans_iters": 10},
+                 checks=(_prototypes_fit_the_memory,)),
+        Baseline("dino", "DINO", BOTH,
+                 {**PROJ_2048_256, "num_prototypes": 4096, "use_bn_in_head": False,
+                  "norm_last_layer": True, "clip_grad": 0, "freeze_last_layer": 1,
+                  "student_temperature": 0.1, "teacher_temperature": 0.07,
+                  "warmup_teacher_temperature": 0.04},
+                 only={V1: {"warmup_teacher_temperature_epochs": 50},
+                       V2: {"warmup_teacher_temperature_epochs": 0}},
+                 momentum=(0.9995, 1.0), checks=(_teacher_warmup_within_training,)),
+        Baseline("wmse", "WMSE", BOTH,
+                 {"proj_hidden_dim": 1024, "proj_output_dim": 64, "whitening_size": 128,
+                  "whitening_iters": 1, "whitening_eps": 0.0},
+                 checks=(_whitening_slices_the_batch,)),
+        Baseline("mocov3", "MoCoV3", MAIN_ONLY,
+                 {"proj_hidden_dim": 4096, "proj_output_dim": 256, "pred_hidden_dim": 4096,
+                  "temperature": 0.2},
+                 momentum=(0.99, 1.0)),
+        Baseline("vibcreg", "VIbCReg", MAIN_ONLY,
+                 {"proj_hidden_dim": 2048, "proj_output_dim": 2048, "sim_loss_weight": 25.0,
+                  "var_loss_weight": 25.0, "cov_loss_weight": 200.0, "iternorm": True}),
+        Baseline("all4one", "All4One", MAIN_ONLY,
+                 {**PROJ_2048_256, "pred_hidden_dim": 4096, "queue_size": 98304,
+                  "temperature": 0.2},
+                 momentum=(0.99, 1.0), checks=(_queue_divides_global_batch,)),
+        Baseline("mae", "MAE", MAIN_ONLY,
+                 {"decoder_embed_dim": 512, "decoder_depth": 8, "decoder_num_heads": 16,
+                  "mask_ratio": 0.75, "norm_pix_loss": True},
+                 checks=(_vit_backbone,), note="with a ViT backbone only"),
+    )
+}  # fmt: skip
+_BY_CLASS = {b.solo_class: b for b in BASELINES.values()}
+
+
+# ------------------------------------------------------------------------------------ lookups
+def baseline_defaults(name: str, api: str) -> dict[str, Any]:
+    """``method_kwargs`` defaults of baseline ``name`` under method API ``api`` ('v1'/'v2');
+    KeyError when that solo-learn version does not ship it."""
+    entry = BASELINES[name]
+    if api not in entry.apis:
+        raise KeyError(f"{name} is not a method of solo-learn {VERSION[api]}")
+    out = {**entry.kwargs, **entry.only.get(api, {})}
+    if api == V1 and entry.momentum is not None:  # 1.0.2 takes them as constructor arguments
+        base_tau, final_tau = entry.momentum
+        out.update(base_tau_momentum=base_tau, final_tau_momentum=final_tau,
+                   momentum_classifier=True)  # fmt: skip
+    return {k: list(v) if isinstance(v, list) else v for k, v in out.items()}
+
+
+def baseline_of(cls: type) -> Baseline | None:
+    """The table entry of a solo method class (or of its mixed plugin class, which keeps the
+    name); None for this plugin's methods and for classes the table does not know."""
+    return _BY_CLASS.get(cls.__name__)
+
+
+def baseline_defaults_for(cls: type, api: str) -> dict[str, Any] | None:
+    """``baseline_defaults`` of a class, or None when it is not a bundled baseline."""
+    entry = baseline_of(cls)
+    if entry is None or api not in entry.apis:
+        return None
+    return baseline_defaults(entry.name, api)
+
+
+def trainable_methods(registry: Mapping[str, type]) -> dict[str, type]:
+    """solo's METHODS without its base classes (``base``, ``linear``)."""
+    return {name: cls for name, cls in registry.items() if name not in NOT_METHODS}
+
+
+def installed_api() -> str:
+    from solo.methods.base import BaseMethod
+
+    from solo_hyper.solo.api import detect_api
+
+    return detect_api(BaseMethod)
+
+
+def unknown_method_message(name: Any, known: Iterable[str], api: str | None = None) -> str:
+    """Why ``method=name`` cannot run here: a base class, a baseline of another solo-learn
+    version (and how to get it), or an unknown name with the closest known one."""
+    api = api or installed_api()
+    known = sorted(known)
+    listing = f"known: {known}"
+    if name in NOT_METHODS:
+        return f"method {name!r} is {NOT_METHODS[name]}, not a pretraining method; {listing}"
+    entry = BASELINES.get(name) if isinstance(name, str) else None
+    if entry is not None and api not in entry.apis:
+        other = entry.apis[0]
+        note = f" ({entry.note})" if entry.note else ""
+        return (
+            f"{name} is a solo-learn {VERSION[other]} method{note}; this installation has "
+            f"solo-learn {VERSION[api]}. To use it, install {INSTALL_HINT[other]}; {listing}"
+        )
+    return f"unknown method {name!r}{closest(name, known)}; {listing}"
+
+
+# ------------------------------------------------------------------------------------ patching
+_PATCHED: dict[tuple[type, str], type] = {}
+
+
+def _check_config(checks: tuple[Check, ...]) -> Callable[[dict], None]:
+    def check_config(cfg: dict) -> None:
+        for check in checks:
+            check(cfg)
+
+    return check_config
+
+
+def patch_baseline(cls: type, api: str) -> type:
+    """The mixed plugin class ``cls`` with its baseline's config checks (``check_config``, which
+    ``prepare`` runs) and the fixes ``solo_hyper.solo.compat`` has for it under ``api``; ``cls``
+    itself when neither applies (this plugin's methods). Cached, keeps the class name."""
+    key = (cls, api)
+    if cls in _PATCHED.values():  # already patched
+        return cls
+    if key not in _PATCHED:
+        from solo_hyper.solo.compat import fixes_for
+
+        entry = baseline_of(cls)
+        fixes = fixes_for(cls, api)
+        namespace: dict[str, Any] = {"__module__": cls.__module__}
+        if entry is not None and entry.checks:
+            namespace["check_config"] = staticmethod(_check_config(entry.checks))
+        if not fixes and len(namespace) == 1:
+            _PATCHED[key] = cls
+        else:
+            _PATCHED[key] = type(cls.__name__, (*fixes, cls), namespace)
+    return _PATCHED[key]
+
+
+__all__ = [
+    "BASELINES",
+    "Baseline",
+    "NOT_METHODS",
+    "VERSION",
+    "baseline_defaults",
+    "baseline_defaults_for",
+    "baseline_of",
+    "patch_baseline",
+    "trainable_methods",
+    "unknown_method_message",
+]

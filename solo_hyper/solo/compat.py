@@ -1,0 +1,283 @@
+"""Fixes that let solo-learn's bundled methods run under this plugin, without editing solo-learn.
+
+Each fix is a small mixin put in front of the mixed plugin class by
+``solo_hyper.solo.baselines.patch_baseline``; ``FIXES`` says which solo class and method API
+(``v1``: solo-learn 1.0.2 on pytorch-lightning 1.9, ``v2``: solo-learn main) it applies to.
+
+solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
+- momentum methods (BYOL, MoCo V2+, NNBYOL, ReSSL, DINO) build their momentum backbone from
+  solo's own encoder table (a ResNet-18 even when the online backbone is ours: "size 7 vs 3"),
+  and their ``on_train_batch_end`` still requires the ``dataloader_idx`` that Lightning 1.9 no
+  longer passes;
+- DINO's ``clip_gradients(clip)`` shadows Lightning's ``clip_gradients(optimizer, ...)``, which
+  Lightning's ``configure_gradient_clipping`` calls on every step;
+- W-MSE's whitening calls ``torch.cholesky``, which torch 2 removed;
+- MoCo V2+, ReSSL, W-MSE and DINO return their projection under another name than ``"z"``;
+- SimCLR/SupCon, NNCLR and VICReg compute their loss on the local batch only, where solo main
+  (and this plugin's losses) use every rank's samples: under DDP they are made to gather, as
+  main does, so that baselines and our methods see the same candidates.
+Both versions: SwAV and DeepCluster V2 make buffers at train start, without which a checkpoint
+of theirs does not load; DeepCluster V2 has no cluster assignments in its first epoch, and its
+loss, a mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops
+on): here it is 0, the value of an empty mean in this plugin's losses too (its gradient is 0
+either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solo_hyper.distributed import gather_with_grad, rank
+from solo_hyper.losses import contrastive_loss
+
+
+@contextlib.contextmanager
+def replaced(module_name: str, name: str, replacement: Callable) -> Iterator[None]:
+    """``module.name`` is ``replacement`` inside the block (a solo method's training step reads
+    its loss function from its module's globals at call time)."""
+    module = sys.modules[module_name]
+    original = getattr(module, name)
+    setattr(module, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+# ------------------------------------------------------------------------------ momentum (1.0.2)
+class MomentumBackboneIsACopy:
+    """1.0.2's BaseMomentumMethod builds its momentum backbone with ``self.base_model``, solo's
+    encoder factory; with one of this plugin's backbones it gets a copy of the online backbone
+    instead (``initialize_momentum_params`` then copies the weights, as for solo's own)."""
+
+    @property
+    def base_model(self) -> Callable[..., nn.Module]:
+        factory = self.__dict__["_solo_base_model"]
+        if getattr(self, "backbone_name", None) in (None, *_solo_backbones()):
+            return factory
+        return self._copy_of_online_backbone
+
+    @base_model.setter
+    def base_model(self, factory: Callable[..., nn.Module]) -> None:
+        self.__dict__["_solo_base_model"] = factory
+
+    def _copy_of_online_backbone(self, **_: Any) -> nn.Module:
+        twin = copy.deepcopy(self.encoder)
+        twin.inplanes = twin.num_features  # what 1.0.2 reads as a ResNet's feature size
+        return twin
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int, dataloader_idx: int = 0):
+        """Lightning 1.9 calls this without ``dataloader_idx``, which 1.0.2 requires."""
+        return super().on_train_batch_end(outputs, batch, batch_idx, dataloader_idx)
+
+
+def _solo_backbones() -> tuple[str, ...]:
+    from solo.methods.base import BaseMethod
+
+    return tuple(getattr(BaseMethod, "_SUPPORTED_ENCODERS", {}))
+
+
+# ------------------------------------------------------------------------------ DINO (1.0.2)
+class LightningGradientClipping:
+    """Lightning's gradient clipping for DINO, whose ``clip_gradients(clip)`` (called from its
+    ``on_after_backward``) has the name of Lightning's ``clip_gradients(optimizer, ...)``."""
+
+    def configure_gradient_clipping(
+        self, optimizer, optimizer_idx=None, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
+        from pytorch_lightning import LightningModule
+
+        LightningModule.clip_gradients(
+            self, optimizer, gradient_clip_val=gradient_clip_val,
+            gradient_clip_algorithm=gradient_clip_algorithm,
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ gathering (1.0.2)
+class GatheredSimCLR:
+    """SimCLR / SupCon whose candidates are every rank's views (solo main's SimCLR gathers).
+
+    The loss is this plugin's ``contrastive_loss(distance='cosine')``, which equals 1.0.2's
+    ``simclr_loss_func`` (with or without the label positives) on one process and gathers with
+    gradients under DDP, exactly as HCL's loss does. With small crops too it is the same
+    mean-over-positives InfoNCE over all crops (1.0.2 uses a variant that leaves the other
+    positives out of each positive's denominator).
+    """
+
+    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
+        from solo.methods.simclr import SimCLR
+
+        indexes, _, targets = batch
+        out = super(SimCLR, self).training_step(batch, batch_idx)  # solo's base step
+        nce_loss = self.gathered_nce_loss(out["feats"], indexes, targets)
+        self.log("train_nce_loss", nce_loss, on_epoch=True, sync_dist=True)
+        return nce_loss + out["loss"]
+
+    def gathered_nce_loss(
+        self, feats: list[torch.Tensor], indexes: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
+        """InfoNCE of this rank's crops against every rank's; feats: per-crop (B, F)."""
+        z = torch.cat([self.projector(f) for f in feats])
+        ids = (targets if self.supervised else indexes).repeat(len(feats))
+        return contrastive_loss(z, ids, self.temperature, distance="cosine")
+
+
+def gathered_nnclr_loss(nn: torch.Tensor, p: torch.Tensor, temperature: float = 0.1):
+    """NNCLR's loss with every rank's predictions as candidates (solo main's form): each local
+    neighbour ``nn_i`` (B, D) must pick its own prediction among the gathered ones."""
+    nn, p = F.normalize(nn, dim=-1), F.normalize(p, dim=-1)
+    logits = nn @ gather_with_grad(p).T / temperature
+    labels = torch.arange(nn.shape[0], device=nn.device) + rank() * nn.shape[0]
+    return F.cross_entropy(logits, labels)
+
+
+class GatheredNNCLR:
+    """NNCLR's 1.0.2 training step with ``gathered_nnclr_loss``."""
+
+    def training_step(self, batch: list[Any], batch_idx: int):
+        with replaced("solo.methods.nnclr", "nnclr_loss_func", gathered_nnclr_loss):
+            return super().training_step(batch, batch_idx)
+
+
+def gathered_vicreg_loss(z1: torch.Tensor, z2: torch.Tensor, **weights: float) -> torch.Tensor:
+    """solo's VICReg loss on every rank's projections (solo main and the official code gather
+    them: variance and covariance are batch statistics); z1, z2: this rank's (B, D)."""
+    from solo.losses.vicreg import vicreg_loss_func
+
+    return vicreg_loss_func(gather_with_grad(z1), gather_with_grad(z2), **weights)
+
+
+class GatheredVICReg:
+    """VICReg's 1.0.2 training step with ``gathered_vicreg_loss``."""
+
+    def training_step(self, batch: list[Any], batch_idx: int):
+        with replaced("solo.methods.vicreg", "vicreg_loss_func", gathered_vicreg_loss):
+            return super().training_step(batch, batch_idx)
+
+
+# ------------------------------------------------------------------------------ W-MSE (1.0.2)
+class CholeskyWhitening(nn.Module):
+    """W-MSE's whitening as 1.0.2's ``Whitening2d`` computes it, with ``torch.linalg`` (torch 2
+    removed the ``torch.cholesky`` that 1.0.2 calls): x (N, D) -> (x - mean) L^-T, where
+    L L^T = (1 - eps) cov + eps I (cov with N - 1), so the output covariance is the identity."""
+
+    def __init__(self, output_dim: int, eps: float = 0.0) -> None:
+        super().__init__()
+        self.output_dim, self.eps = output_dim, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            x = x.float()  # a Cholesky factorisation in half precision is not reliable
+            centred = x - x.mean(dim=0, keepdim=True)
+            cov = centred.T @ centred / (x.shape[0] - 1)
+            eye = torch.eye(self.output_dim, dtype=x.dtype, device=x.device)
+            factor = torch.linalg.cholesky((1 - self.eps) * cov + self.eps * eye)
+            inverse = torch.linalg.solve_triangular(factor, eye, upper=False)
+            return centred @ inverse.T
+
+
+class LinalgWhitening:
+    """W-MSE with ``CholeskyWhitening`` in place of 1.0.2's ``Whitening2d``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.whitening = CholeskyWhitening(self.whitening.output_dim, self.whitening.eps)
+
+
+# ------------------------------------------------------------------------------ DeepCluster V2
+class EmptyDeepClusterLossIsZero:
+    """DeepCluster V2's loss is 0 (not 0/0) while no sample has a cluster assignment yet."""
+
+    def training_step(self, batch: list[Any], batch_idx: int):
+        from solo.losses.deepclusterv2 import deepclusterv2_loss_func
+
+        def loss(outputs: torch.Tensor, assignments: torch.Tensor, temperature: float = 0.1):
+            if bool((assignments >= 0).any()):
+                return deepclusterv2_loss_func(outputs, assignments, temperature)
+            return outputs.sum() * 0.0  # attached to the graph, zero gradient
+
+        with replaced("solo.methods.deepclusterv2", "deepclusterv2_loss_func", loss):
+            return super().training_step(batch, batch_idx)
+
+
+# ------------------------------------------------------------------------------ outputs (1.0.2)
+class ProjectionNamedZ:
+    """The projector output under ``"z"``, as solo main names it for every method (1.0.2 calls
+    it ``"q"`` in MoCo V2+ and ReSSL, ``"v"`` in W-MSE, ``"p"`` in DINO), so that evaluation
+    measures every baseline's projector space (delta-hyperbolicity, disk map)."""
+
+    def forward(self, X: torch.Tensor, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().forward(X, *args, **kwargs)
+        if "z" not in out:
+            name = next((k for k in ("q", "v", "p") if k in out), None)
+            if name is not None:
+                out["z"] = out[name]
+        return out
+
+
+# ------------------------------------------------------------------------------ checkpoints
+class BuffersMadeAtTrainStart:
+    """SwAV (its queue) and DeepCluster V2 (its memory banks) register buffers in
+    ``on_train_start``, so a freshly built model lacks them when a checkpoint is loaded for
+    evaluation or resumption (strict loading fails): they are made with the checkpoint's shapes
+    first (on resumption ``on_train_start`` then remakes them, as solo does)."""
+
+    LATE_BUFFERS = ("queue", "local_memory_index", "local_memory_embeddings")
+
+    def load_state_dict(self, state_dict, strict: bool = True, **kwargs: Any):
+        present = dict(self.named_buffers())
+        for name in self.LATE_BUFFERS:
+            if name in state_dict and name not in present:
+                self.register_buffer(name, torch.empty_like(state_dict[name]))
+        return super().load_state_dict(state_dict, strict=strict, **kwargs)
+
+
+# ------------------------------------------------------------------------------ the table
+# (solo class as "module:Name", APIs, fix): a fix applies to that class and its subclasses
+FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
+    ("solo.methods.base:BaseMomentumMethod", ("v1",), MomentumBackboneIsACopy),
+    ("solo.methods.dino:DINO", ("v1",), LightningGradientClipping),
+    ("solo.methods.simclr:SimCLR", ("v1",), GatheredSimCLR),
+    ("solo.methods.nnclr:NNCLR", ("v1",), GatheredNNCLR),
+    ("solo.methods.vicreg:VICReg", ("v1",), GatheredVICReg),
+    ("solo.methods.wmse:WMSE", ("v1",), LinalgWhitening),
+    ("solo.methods.mocov2plus:MoCoV2Plus", ("v1",), ProjectionNamedZ),
+    ("solo.methods.ressl:ReSSL", ("v1",), ProjectionNamedZ),
+    ("solo.methods.wmse:WMSE", ("v1",), ProjectionNamedZ),
+    ("solo.methods.dino:DINO", ("v1",), ProjectionNamedZ),
+    ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), EmptyDeepClusterLossIsZero),
+    ("solo.methods.deepclusterv2:DeepClusterV2", ("v1", "v2"), BuffersMadeAtTrainStart),
+    ("solo.methods.swav:SwAV", ("v1", "v2"), BuffersMadeAtTrainStart),
+)
+
+
+def fixes_for(cls: type, api: str) -> tuple[type, ...]:
+    """The fix mixins that apply to ``cls`` under method API ``api``, most specific first."""
+    found = []
+    for target, apis, fix in FIXES:
+        if api not in apis:
+            continue
+        module_name, class_name = target.split(":")
+        solo_class = getattr(importlib.import_module(module_name), class_name, None)
+        if solo_class is not None and issubclass(cls, solo_class):
+            found.append(fix)
+    return tuple(reversed(found))
+
+
+__all__ = [
+    "CholeskyWhitening",
+    "FIXES",
+    "fixes_for",
+    "gathered_nnclr_loss",
+    "gathered_vicreg_loss",
+    "replaced",
+]
