@@ -1,19 +1,27 @@
-"""Command line: ``python -m solo_hyper <command> ...`` (the top layer: it may import anything below)."""
+"""Command line: ``python -m solo_hyper <command> ...`` (the top layer: it may import anything below).
+
+The arguments are parsed before anything heavy is imported (torch, Lightning, solo-learn load
+only inside the command that needs them), so ``--help`` answers at once and without warnings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from solo_hyper.config import ConfigError
-from solo_hyper.data import DatasetNotFoundError
-from solo_hyper.run.guards import NonFiniteLossError
+import warnings
 
 
 def _pretrain(args: argparse.Namespace) -> None:
+    import json
+
     from solo_hyper.run.train import prepare, pretrain
 
-    result = pretrain(prepare(args.config, args.overrides), quiet=args.quiet)
+    prep = prepare(args.config, args.overrides)
+    result = pretrain(prep, quiet=args.quiet, on_mismatch="new" if args.new_run else "error")
+    if result.get("reused"):
+        stored = {k: v for k, v in result.items() if k not in ("reused", "code", "metrics")}
+        print(json.dumps(stored, indent=2))
+        return
     print(
         f"{result['method']}: online linear top-1 {result['online_linear_acc1']}, "
         f"kNN top-1 {result['knn_acc1']}, {result['wall_time_s']} s -> {result['run_dir']}"
@@ -83,6 +91,8 @@ def _bench(args: argparse.Namespace) -> None:
     import importlib
     from pathlib import Path
 
+    from solo_hyper.config import ConfigError
+
     root = Path(__file__).resolve().parents[2]
     if not (root / "benchmarks" / "run.py").is_file():
         raise ConfigError(
@@ -120,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", required=True, help="YAML file, e.g. configs/pretrain/fashionmnist/hcl.yaml"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--new-run", action="store_true",
+        help="when the run directory holds a run of another config, train this one as a new run "
+        "(<name>-<config hash>) instead of refusing",
+    )  # fmt: skip
     p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
     p.set_defaults(func=_pretrain)
 
@@ -203,12 +218,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "bench":
+        # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
+        # time (about 14 lines a user can do nothing about): load them once, silenced
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import solo_hyper.solo  # noqa: F401
+    from solo_hyper.config import ConfigError
+    from solo_hyper.data import DatasetNotFoundError
+
     try:
         args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)
         return 2
-    except NonFiniteLossError as err:
+    except Exception as err:
+        guards = sys.modules.get("solo_hyper.run.guards")  # loaded only by commands that train
+        if guards is None or not isinstance(err, guards.NonFiniteLossError):
+            raise
         print(f"solo-hyper: stopped: {err}", file=sys.stderr)
         return 3
     return 0

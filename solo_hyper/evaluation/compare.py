@@ -8,14 +8,13 @@ the same protocol (``protocol.evaluate_run``), write ``results.md``/``results.cs
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES
 from solo_hyper.evaluation import plots
 from solo_hyper.evaluation.protocol import evaluate_run, linear_config
-from solo_hyper.run.train import Prepared, prepare, pretrain
+from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
 
 COLUMNS = [
     ("method", "method"),
@@ -48,18 +47,11 @@ def run_name(config_path: str) -> str:
     return f"{p.parent.name}-{p.stem}"
 
 
-def finished_result(prep: Prepared) -> dict | None:
-    """The result.json of a run that already reached the asked number of epochs, else None."""
-    done = Path(prep.cfg["checkpoint"]["dir"]) / prep.cfg["name"] / "result.json"
-    if done.is_file():
-        row = json.loads(done.read_text())
-        if row.get("epochs") == prep.cfg["max_epochs"]:
-            return row
-    return None
-
-
 def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
-    return finished_result(prep) or pretrain(prep, quiet=quiet)
+    """A finished run is reused only when its config hash matches (``run.train.plan_run``); a
+    run directory holding another config is left alone and this one trains as
+    ``<name>-<config hash>``."""
+    return pretrain(prep, quiet=quiet, on_mismatch="new")
 
 
 def check_linear(preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None):
@@ -114,6 +106,8 @@ def compare(
         if epochs is not None:
             extra.append(f"max_epochs={epochs}")
         preps.append(prepare(path, extra))  # every config is validated before the first trains
+    for prep in preps:
+        check_environment(prep.cfg)
     if evaluate:
         check_linear(preps, linear_epochs, linear_config_path)
     rows = [train_or_reuse(prep, quiet) for prep in preps]
