@@ -80,6 +80,15 @@ def _robust(args: argparse.Namespace) -> None:
     print(robust.markdown_table(rows))
 
 
+def _export(args: argparse.Namespace) -> None:
+    from solo_hyper.export import export_run
+
+    info = export_run(args.checkpoint, args.out)
+    b = info["backbone"]
+    print(f"{info['method']} ({b['name']}, {b['format']} layout, {b['features_dim']} features) "
+          f"-> {args.out}/backbone.pt, projector.pt, model.json")  # fmt: skip
+
+
 def _run_solo(args: argparse.Namespace) -> None:
     from solo_hyper.cli.run_solo import run_solo
 
@@ -196,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true")
         p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
         p.set_defaults(func=_robust)
+
+    p = sub.add_parser(
+        "export",
+        help="the backbone (torchvision/timm/own layout) and projector of a run as plain "
+        "state_dicts, with model.json",
+    )  # fmt: skip
+    p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
+    p.add_argument("--out", required=True, help="output folder (new or empty)")
+    p.set_defaults(func=_export)
 
     p = sub.add_parser(
         "run-solo",
