@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
     Embeddings,
@@ -27,7 +27,6 @@ from solo_hyper.evaluation.features import (
     embed,
     evaluation_loaders,
 )
-from solo_hyper.evaluation.linear import resolve_device
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.run.checkpoints import load_pretrained
@@ -204,7 +203,7 @@ def knn_eval(
     for name, n in (("--train-subset", train_subset), ("--val-subset", val_subset)):
         if n is not None and n < 1:
             raise ConfigError(f"{name} must be a positive integer, got {n}")
-    dev = resolve_device(device)
+    dev = resolve_device(device, "--device")
     start = time.perf_counter()
     model, cfg, ckpt = load_pretrained(checkpoint)
     model.to(dev)

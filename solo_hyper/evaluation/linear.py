@@ -28,7 +28,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.config import DEFAULTS as PRETRAIN_DEFAULTS
-from solo_hyper.config import ConfigError, closest, load_config, merge
+from solo_hyper.config import (
+    ConfigError,
+    check_keys,
+    closest,
+    load_config,
+    merge,
+    positive_int_or_none,
+    resolve_device,
+)
 from solo_hyper.data import _batch_is_ready
 from solo_hyper.evaluation.features import (
     Embeddings,
@@ -73,17 +81,6 @@ LINEAR_DEFAULTS: dict[str, Any] = {
 FREE_FORM = {("optimizer", "kwargs"), ("data",)}
 
 
-def _check_keys(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
-    for key, value in given.items():
-        here = prefix + (key,)
-        if key not in known:
-            raise ConfigError(f"unknown linear config key {'.'.join(here)!r}{closest(key, known)}")
-        if isinstance(known[key], dict) and here not in FREE_FORM:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
-            _check_keys(value, known[key], here)
-
-
 def default_config_path(dataset: str) -> Path | None:
     """configs/linear/<dataset>.yaml of this repository, when it is there."""
     path = CONFIG_DIR / f"{dataset}.yaml"
@@ -93,7 +90,7 @@ def default_config_path(dataset: str) -> Path | None:
 def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> dict:
     """The linear-evaluation config: defaults < YAML < overrides, fully checked."""
     raw = load_config(path, overrides)
-    _check_keys(raw, LINEAR_DEFAULTS)
+    check_keys(raw, LINEAR_DEFAULTS, "linear config", FREE_FORM)
     cfg = merge(LINEAR_DEFAULTS, raw)
     if cfg["features"] not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
@@ -138,9 +135,7 @@ def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> di
                 f"the run's data section, whose keys are {sorted(PRETRAIN_DEFAULTS['data'])}"
             )
     for key in ("train_subset", "val_subset"):
-        n = cfg["data"].get(key)
-        if n is not None and (not isinstance(n, int) or n < 1):
-            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
+        positive_int_or_none(cfg["data"].get(key), f"data.{key}")
     return cfg
 
 
@@ -298,18 +293,6 @@ def linear_probe(
     }
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here")
-    return device
-
-
 def markdown(result: dict) -> str:
     rows = [
         ("run", result["run"]), ("method", result["method"]),
@@ -330,7 +313,7 @@ def linear_eval(
     quiet: bool = False,
 ) -> dict:
     """The ``linear`` command: checks everything, trains the head, writes linear.json/.md."""
-    dev = resolve_device(device)
+    dev = resolve_device(device, "--device")
     model, cfg, ckpt = load_pretrained(checkpoint)
     path = config if config is not None else default_config_path(cfg["data"]["dataset"])
     lcfg = load_linear_config(path, overrides)

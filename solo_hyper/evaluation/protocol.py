@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from solo_hyper.config import resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import ball_curvature, embed, evaluation_loaders
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
@@ -29,7 +30,6 @@ from solo_hyper.evaluation.linear import (
     default_config_path,
     linear_probe,
     load_linear_config,
-    resolve_device,
     with_epochs,
 )
 from solo_hyper.metrics.disk_map import fit_disk
@@ -125,7 +125,7 @@ def evaluate_run(
             return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
     model, cfg, _ = load_pretrained(ckpt_path)
-    model.to(resolve_device(device))
+    model.to(resolve_device(device, "--device"))
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
     train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
     knn = evaluate_knn(

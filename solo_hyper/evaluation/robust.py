@@ -23,7 +23,15 @@ import torch
 from torch import nn
 
 from solo_hyper.augment import to_float_rgb
-from solo_hyper.config import ConfigError, closest, load_config, merge
+from solo_hyper.config import (
+    ConfigError,
+    check_keys,
+    closest,
+    load_config,
+    merge,
+    positive_int_or_none,
+    resolve_device,
+)
 from solo_hyper.evaluation.adversarial import (
     Batches,
     PGDSpec,
@@ -130,19 +138,7 @@ def parse_schedule(section: dict, where: str, batch_size: int) -> Schedule:
     )
 
 
-def _check_keys(given: dict, known: dict, prefix: str = "") -> None:
-    for key, value in given.items():
-        where = f"{prefix}{key}"
-        if key not in known:
-            raise ConfigError(f"unknown robust-eval config key {where!r}{closest(key, known)}")
-        if where == "evaluation.attacks":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a mapping of name -> attack")
-            continue
-        if isinstance(known[key], dict) and key != "attack":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a mapping, got {value!r}")
-            _check_keys(value, known[key], where + ".")
+ROBUST_FREE_FORM = {("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}
 
 
 def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
@@ -151,23 +147,17 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
     Returns the raw merged config under "raw" and the parsed objects (schedules, PGDSpecs).
     """
     given = load_config(path, overrides)
-    _check_keys(given, ROBUST_DEFAULTS)
+    check_keys(given, ROBUST_DEFAULTS, "robust-eval config", ROBUST_FREE_FORM)
     raw = merge(ROBUST_DEFAULTS, given)
     data = raw["data"]
     batch_size = data["batch_size"]
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"data.batch_size must be a positive integer, got {batch_size!r}")
     for key in ("train_subset", "val_subset"):
-        n = data[key]
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
+        positive_int_or_none(data[key], f"data.{key}")
     if not isinstance(raw["seed"], int) or isinstance(raw["seed"], bool):
         raise ConfigError(f"seed must be an integer, got {raw['seed']!r}")
-    device = str(raw["device"])
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for but CUDA is not available; use device=cpu")
+    device = resolve_device(raw["device"], "device")
     for key in ("standard", "robust"):
         if not isinstance(raw["linear"][key], bool):
             raise ConfigError(f"linear.{key} must be true or false, got {raw['linear'][key]!r}")
@@ -181,9 +171,7 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
         raise ConfigError(f"evaluation.attacks: two attacks share a label ({labels}); remove one")
     return {
         "raw": raw,
-        "device": torch.device(
-            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        ),
+        "device": device,
         "linear": parse_schedule(raw["linear"], "linear", batch_size),
         "linear_attack": parse_attack(raw["linear"]["attack"], "linear.attack"),
         "finetune": parse_schedule(raw["finetune"], "finetune", batch_size),
