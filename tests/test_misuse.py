@@ -72,8 +72,8 @@ CASES = [
     ("other method argument in the same run",
      lambda r, t: pretrain_argv(r, "method_kwargs.curvature=0.9"), 2,
      r"another config.*method_kwargs.curvature: 0.1 -> 0.9.*--new-run"),
-    ("more epochs in the same run",
-     lambda r, t: pretrain_argv(r, "max_epochs=3"), 2, r"max_epochs: 2 -> 3.*name=hcl-fashionmnist-2"),
+    ("fewer epochs in the same run",
+     lambda r, t: pretrain_argv(r, "max_epochs=1"), 2, r"max_epochs: 2 -> 1.*name=hcl-fashionmnist-2"),
     ("another seed in the same run",
      lambda r, t: pretrain_argv(r, "seed=6"), 2, r"seed: 5 -> 6"),
     ("resume from a checkpoint that does not exist",
@@ -170,3 +170,18 @@ def test_the_finished_run_records_what_it_is(finished_run):
     assert hparams["config_hash"] == info["config_hash"]
     header = (run_dir / "logs" / "version_0" / "metrics.csv").read_text().splitlines()[0]
     assert any(col.startswith("lr-") for col in header.split(","))
+
+
+def test_more_epochs_train_the_run_on_and_keep_the_shorter_result(finished_run, tmp_path, capsys):
+    root = tmp_path / "copy"
+    shutil.copytree(finished_run / RUN, root / RUN)
+    shorter = (root / RUN / "result.json").read_bytes()
+    assert main(pretrain_argv(root, "max_epochs=3")) == 0
+    capsys.readouterr()
+    result = json.loads((root / RUN / "result.json").read_text())
+    assert result["finished"] and result["epochs"] == 3 and result["global_step"] == 6
+    assert result["resumed_from"].endswith("last.ckpt")
+    assert (root / RUN / "result.max_epochs=2.json").read_bytes() == shorter
+    info = json.loads((root / RUN / "run.json").read_text())
+    assert info["config_hash"] == result["config_hash"]
+    assert info["history"] == [{"config_hash": json.loads(shorter)["config_hash"], "max_epochs": 2}]

@@ -284,10 +284,11 @@ class RunPlan:
     """What ``pretrain`` will do with a run directory, decided before any data loads."""
 
     run_dir: Path
-    status: str  # "new" | "resume" | "finished"
+    status: str  # "new" | "resume" | "finished" | "extend" (more epochs for the same run)
     config_hash: str
     resume: Path | None = None
     result: dict | None = None
+    previous: dict | None = None  # "extend": the config the run was trained with so far
 
 
 def run_directory(cfg: dict, suffix: str = "") -> Path:
@@ -309,6 +310,13 @@ def mismatch_message(run_dir: Path, stored: dict, cfg: dict) -> str:
     )
 
 
+def longer_budget(stored: dict, cfg: dict) -> bool:
+    """Whether ``cfg`` is the stored run's config with only a larger ``max_epochs``: the one
+    change that continues a run (solo-learn's way of training on) instead of making a new one."""
+    keys = [key for key, _, _ in config_diff(stored, cfg)]
+    return keys == ["max_epochs"] and int(cfg["max_epochs"]) > int(stored["max_epochs"])
+
+
 def plan_run(cfg: dict, on_mismatch: str = "error") -> RunPlan:
     """Decides new / resume / finished for the run directory of ``cfg`` (nothing is written).
 
@@ -318,6 +326,10 @@ def plan_run(cfg: dict, on_mismatch: str = "error") -> RunPlan:
     digest = config_hash(cfg)
     run_dir = run_directory(cfg)
     stored = read_run_config(run_dir)
+    if stored is not None and config_hash(stored) != digest and longer_budget(stored, cfg):
+        resume = newest_checkpoint(run_dir, cfg["method"]) if cfg["auto_resume"]["enabled"] else None
+        if resume is not None:
+            return RunPlan(run_dir, "extend", digest, resume=resume, previous=stored)
     if stored is not None and config_hash(stored) != digest:
         if on_mismatch != "new":
             raise RunConfigMismatch(mismatch_message(run_dir, stored, cfg))
@@ -351,11 +363,20 @@ def open_run(plan: RunPlan, cfg: dict) -> dict:
     """Creates (or reopens) the run directory: config.yaml and run.json (hash, code, wandb id)."""
     run_dir = plan.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
-        write_yaml_atomic(run_dir / "config.yaml", cfg)
     info_path = run_dir / "run.json"
     info = json.loads(info_path.read_text()) if info_path.is_file() else {}
     changed = not info
+    if plan.status == "extend":  # the run now is the longer config; its history says so
+        old_epochs = plan.previous["max_epochs"]
+        if (run_dir / "result.json").is_file():  # the shorter run's numbers are kept
+            (run_dir / "result.json").replace(run_dir / f"result.max_epochs={old_epochs}.json")
+        history = info.get("history", [])
+        history.append({"config_hash": info.get("config_hash"), "max_epochs": old_epochs})
+        info = {**info, "config_hash": plan.config_hash, "history": history}
+        write_yaml_atomic(run_dir / "config.yaml", cfg)
+        changed = True
+    if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
+        write_yaml_atomic(run_dir / "config.yaml", cfg)
     if not info:
         info = {"config_hash": plan.config_hash, "code": code_version(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
@@ -416,6 +437,9 @@ def pretrain(
                 f"{plan.config_hash}); its stored results follow, nothing was written")  # fmt: skip
         return {**plan.result, "run_dir": str(run_dir), "reused": True}
     resume = plan.resume
+    if plan.status == "extend" and not quiet:
+        log(f"[solo-hyper] {run_dir}: training on from max_epochs={plan.previous['max_epochs']} "
+            f"to {cfg['max_epochs']} (recorded in run.json's history)")  # fmt: skip
     pl.seed_everything(int(cfg["seed"]), workers=True)
     train_loader, val_loader, num_classes = build_dataloaders(
         cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
