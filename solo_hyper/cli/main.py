@@ -53,7 +53,7 @@ def _knn(args: argparse.Namespace) -> None:
 
     r = knn_eval(
         args.checkpoint, args.k, args.temperature, args.delta_points, args.train_subset,
-        args.val_subset, args.device,
+        args.val_subset, args.device, progress=not args.quiet,
     )  # fmt: skip
     print(markdown(r))
     print(f"written: knn.json, knn.md next to {r['checkpoint']}")
@@ -76,7 +76,7 @@ def _robust(args: argparse.Namespace) -> None:
 
     run = robust.finetune_adv if args.command == "finetune-adv" else robust.robust_eval
     log = (lambda _: None) if args.quiet else print
-    rows = run(args.checkpoint, args.config, args.overrides, log=log)
+    rows = run(args.checkpoint, args.config, args.overrides, log=log, progress=not args.quiet)
     print(robust.markdown_table(rows))
 
 
@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-subset", type=int, default=None, help="default: the run's")
     p.add_argument("--val-subset", type=int, default=None, help="default: the run's")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_knn)
 
     p = sub.add_parser("sweep", help="train and evaluate configs over the values of one key")
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         # time (about 14 lines a user can do nothing about): load them once, silenced
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import solo_hyper.solo  # noqa: F401
+            import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
     from solo_hyper.config import ConfigError
     from solo_hyper.data import DatasetNotFoundError
 

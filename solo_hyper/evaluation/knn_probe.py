@@ -27,6 +27,7 @@ from solo_hyper.evaluation.features import (
     embed,
     evaluation_loaders,
 )
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.run.checkpoints import load_pretrained
@@ -193,6 +194,7 @@ def knn_eval(
     val_subset: int | None = None,
     device: str = "auto",
     batch_size: int = 512,
+    progress: bool = True,
 ) -> dict:
     """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md."""
     check_ks(ks)
@@ -209,7 +211,8 @@ def knn_eval(
     model.to(dev)
     overrides = {k: v for k, v in (("train_subset", train_subset), ("val_subset", val_subset)) if v}
     train_loader, val_loader, _ = evaluation_loaders(cfg, overrides, batch_size)
-    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    train = embed(model, cfg, Progress(train_loader, "embedding train", progress))
+    test = embed(model, cfg, Progress(val_loader, "embedding test", progress))
     result = {
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],

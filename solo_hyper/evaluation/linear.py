@@ -45,6 +45,7 @@ from solo_hyper.evaluation.features import (
     evaluation_view,
     model_device,
 )
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.solo import adapter
@@ -239,8 +240,8 @@ def linear_probe(
         if embeddings is None:
             train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
             embeddings = (
-                embed(model, cfg, train_loader, False),
-                embed(model, cfg, val_loader, False),
+                embed(model, cfg, Progress(train_loader, "embedding train", not quiet), False),
+                embed(model, cfg, Progress(val_loader, "embedding test", not quiet), False),
             )
         train, test = embeddings
         num_classes = int(model.classifier.out_features)

@@ -32,6 +32,7 @@ from solo_hyper.evaluation.linear import (
     load_linear_config,
     with_epochs,
 )
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.disk_map import fit_disk
 from solo_hyper.metrics.hierarchy import distance_matrix
 from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
@@ -127,7 +128,8 @@ def evaluate_run(
     model, cfg, _ = load_pretrained(ckpt_path)
     model.to(resolve_device(device, "--device"))
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
-    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    train = embed(model, cfg, Progress(train_loader, "embedding train", not quiet))
+    test = embed(model, cfg, Progress(val_loader, "embedding test", not quiet))
     knn = evaluate_knn(
         model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN
     )

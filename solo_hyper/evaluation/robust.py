@@ -41,6 +41,7 @@ from solo_hyper.evaluation.adversarial import (
     robust_accuracy,
     train_linear_head,
 )
+from solo_hyper.evaluation.progress import Progress
 
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
              "milestones": [30, 50, 100], "gamma": 0.1}  # fmt: skip
@@ -202,11 +203,14 @@ def _loaders(cfg: dict, rcfg: dict):
     return train, val, num_classes
 
 
-def _pixel_batches(loader, view: Callable[[torch.Tensor], torch.Tensor]):
-    """Batch function: uint8 (indexes,) images, targets -> ([0, 1] pixels, targets)."""
+def _pixel_batches(
+    loader, view: Callable[[torch.Tensor], torch.Tensor], desc: str = "", progress: bool = False
+):
+    """Batch function: uint8 (indexes,) images, targets -> ([0, 1] pixels, targets); every pass
+    draws a progress bar when ``progress``."""
 
     def batches():
-        for batch in loader:
+        for batch in Progress(loader, desc, progress):
             yield view(batch[-2]), batch[-1]
 
     return batches
@@ -243,7 +247,7 @@ class _Run:
         return PixelClassifier(self.model.encoder, head, data["mean"], data["std"])
 
 
-def _open_run(checkpoint: str, rcfg: dict) -> _Run:
+def _open_run(checkpoint: str, rcfg: dict, progress: bool = False) -> _Run:
     from solo_hyper.run.checkpoints import load_pretrained, resolve_checkpoint
 
     model, cfg, ckpt = load_pretrained(checkpoint)
@@ -251,13 +255,16 @@ def _open_run(checkpoint: str, rcfg: dict) -> _Run:
     out = Path(out) if out else resolve_checkpoint(checkpoint).parent / "robust"
     train, val, num_classes = _loaders(cfg, rcfg)
     view = _pixel_view(model)
-    batches = _pixel_batches(train, view), _pixel_batches(val, view)
+    batches = (
+        _pixel_batches(train, view, "train images", progress),
+        _pixel_batches(val, view, "test images", progress),
+    )
     return _Run(model, cfg, ckpt, out, *batches, num_classes)
 
 
 def robust_eval(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, progress: bool = False,
 ) -> list[dict]:  # fmt: skip
     """LE and r-LE of a pretraining run, each evaluated clean and under the white-box attacks."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
@@ -269,7 +276,7 @@ def robust_eval(
         protocols.append(("r-LE", rcfg["linear_attack"]))
     if not protocols:
         raise ConfigError("nothing to evaluate: set linear.standard=true and/or linear.robust=true")
-    run = _open_run(checkpoint, rcfg)
+    run = _open_run(checkpoint, rcfg, progress)
     rows = []
     for protocol, attack in protocols:
         start = time.perf_counter()
@@ -286,12 +293,12 @@ def robust_eval(
 
 def finetune_adv(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, progress: bool = False,
 ) -> list[dict]:  # fmt: skip
     """RHCL+AT: adversarial fine-tuning of encoder + a new head, then the white-box evaluation."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
     device, seed = rcfg["device"], rcfg["raw"]["seed"]
-    run = _open_run(checkpoint, rcfg)
+    run = _open_run(checkpoint, rcfg, progress)
     start = time.perf_counter()
     log(f"AT: adversarial fine-tuning ({rcfg['finetune'].epochs} epochs) on {device}")
     classifier = run.classifier(seed)
