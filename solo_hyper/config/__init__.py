@@ -3,10 +3,11 @@
 - ``errors``: ``ConfigError`` (every message says what to change) and closest-name hints;
 - ``loading``: YAML files, overrides, merging and the one key checker every schema uses;
 - ``devices``: the one device resolver (evaluation devices, Trainer accelerator/devices);
-- ``pretrain``: the pretraining schema (``DEFAULTS``), its value checks and a method's section
-  built from the method's declared ``ARGS`` and ``check_args``.
-The linear and robust evaluation schemas (``evaluation/linear.py``, ``evaluation/robust.py``)
-are checked by the same ``check_keys`` and devices by the same resolver.
+- ``schema``: ``Schema`` (defaults tree, free-form paths, value check; ``load`` is every command's
+  entry) and ``method_schema`` (a method's section from its declared ``ARGS`` and ``check_args``);
+- ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``) and its value checks.
+The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
+``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.
 """
 
 from solo_hyper.config.devices import check_trainer_devices, resolve_device
@@ -24,6 +25,7 @@ from solo_hyper.config.pretrain import (
     FREE_FORM,
     LOGGERS,
     OPTIMIZERS,
+    PRETRAIN,
     SCHEDULERS,
     SMALL_IMAGE_SIZE,
     check_data_paths,
@@ -34,9 +36,10 @@ from solo_hyper.config.pretrain import (
     small_images,
     validate,
 )
+from solo_hyper.config.schema import Schema, method_schema
 
 __all__ = [
-    "DEFAULTS", "FREE_FORM", "LOGGERS", "OPTIMIZERS", "SCHEDULERS", "SMALL_IMAGE_SIZE",
+    "DEFAULTS", "FREE_FORM", "PRETRAIN", "Schema", "method_schema", "LOGGERS", "OPTIMIZERS", "SCHEDULERS", "SMALL_IMAGE_SIZE",
     "ConfigError", "check_data_paths", "check_keys", "check_trainer_devices", "closest",
     "complete", "crop_counts", "load_config", "loggers", "merge", "method_section",
     "parse_override", "positive_int_or_none", "resolve_device", "set_dotted", "small_images",

@@ -95,7 +95,8 @@ def check_keys(
         here = prefix + (key,)
         if key not in known and not (not prefix and key in extra_top):
             pool = list(known) + (sorted(extra_top) if not prefix else [])
-            raise ConfigError(f"unknown {label} key {'.'.join(here)!r}{closest(key, pool)}")
+            hint = closest(key, pool) or (f"; valid keys: {sorted(known)}" if len(known) <= 30 else "")
+            raise ConfigError(f"unknown {label} key {'.'.join(here)!r}{hint}")
         if key in known and isinstance(known[key], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")

@@ -10,12 +10,12 @@ Validation happens before any work starts and every message says what to change.
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from solo_hyper.augment import DEFAULT_CROP
 from solo_hyper.config.errors import ConfigError, closest
-from solo_hyper.config.loading import check_keys, merge, positive_int_or_none
+from solo_hyper.config.loading import check_keys, positive_int_or_none
+from solo_hyper.config.schema import Schema, method_schema
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -89,10 +89,12 @@ LOGGERS = ("csv", "wandb", "tensorboard")
 FREE_FORM = {("backbone", "kwargs"), ("optimizer", "kwargs"), ("method_kwargs",)}
 
 
+PRETRAIN = Schema("config", DEFAULTS, frozenset(FREE_FORM))
+
+
 def complete(cfg: dict, trainer_keys: set[str]) -> dict:
     """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults."""
-    check_keys(cfg, DEFAULTS, "config", FREE_FORM, trainer_keys)
-    out = merge(DEFAULTS, cfg)
+    out = PRETRAIN.complete(cfg, trainer_keys)
     entries = out["augmentations"]
     if not isinstance(entries, list) or not entries:
         raise ConfigError("augmentations must be a non-empty list of crop entries")
@@ -191,22 +193,8 @@ def loggers(cfg: dict) -> list[str]:
 def method_section(
     method: str, args: dict[str, Any], given: dict, check_args=None
 ) -> dict[str, Any]:
-    """``method_kwargs`` built from a method's declared ``ARGS`` (its schema: names and defaults)
-    and checked by its ``check_args``: unknown keys get the closest name, values the method's own
-    message."""
-    for key in given:
-        if key not in args:
-            raise ConfigError(
-                f"unknown key method_kwargs.{key} for method {method!r}{closest(key, args)}; "
-                f"valid keys: {sorted(args)}"
-            )
-    section = {**args, **given}
-    if check_args is not None:
-        try:
-            check_args(SimpleNamespace(**section))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-    return section
+    """``method_kwargs`` completed and checked by the method's schema (``method_schema``)."""
+    return method_schema(method, args, check_args).complete(given)
 
 
 def check_data_paths(data: dict) -> None:

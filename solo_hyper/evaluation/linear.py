@@ -30,10 +30,8 @@ from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.config import DEFAULTS as PRETRAIN_DEFAULTS
 from solo_hyper.config import (
     ConfigError,
-    check_keys,
+    Schema,
     closest,
-    load_config,
-    merge,
     positive_int_or_none,
     resolve_device,
 )
@@ -90,9 +88,11 @@ def default_config_path(dataset: str) -> Path | None:
 
 def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> dict:
     """The linear-evaluation config: defaults < YAML < overrides, fully checked."""
-    raw = load_config(path, overrides)
-    check_keys(raw, LINEAR_DEFAULTS, "linear config", FREE_FORM)
-    cfg = merge(LINEAR_DEFAULTS, raw)
+    return LINEAR.load(path, overrides)
+
+
+def check_linear_values(cfg: dict) -> None:
+    """The value checks of a complete linear-evaluation config."""
     if cfg["features"] not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
     epochs = cfg["max_epochs"]
@@ -137,7 +137,9 @@ def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> di
             )
     for key in ("train_subset", "val_subset"):
         positive_int_or_none(cfg["data"].get(key), f"data.{key}")
-    return cfg
+
+
+LINEAR = Schema("linear config", LINEAR_DEFAULTS, frozenset(FREE_FORM), check_linear_values)
 
 
 def with_epochs(cfg: dict, epochs: int) -> dict:

@@ -10,8 +10,6 @@ white-box attack) as markdown, CSV and JSON next to the run (``<run dir>/robust/
 from __future__ import annotations
 
 import copy
-import csv
-import json
 import re
 import time
 from collections.abc import Callable
@@ -25,13 +23,12 @@ from torch import nn
 from solo_hyper.augment import to_float_rgb
 from solo_hyper.config import (
     ConfigError,
-    check_keys,
+    Schema,
     closest,
-    load_config,
-    merge,
     positive_int_or_none,
     resolve_device,
 )
+from solo_hyper.evaluation import tables
 from solo_hyper.evaluation.adversarial import (
     Batches,
     PGDSpec,
@@ -139,7 +136,10 @@ def parse_schedule(section: dict, where: str, batch_size: int) -> Schedule:
     )
 
 
-ROBUST_FREE_FORM = {("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}
+ROBUST = Schema(
+    "robust-eval config", ROBUST_DEFAULTS,
+    frozenset({("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}),
+)  # fmt: skip
 
 
 def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
@@ -147,9 +147,7 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
 
     Returns the raw merged config under "raw" and the parsed objects (schedules, PGDSpecs).
     """
-    given = load_config(path, overrides)
-    check_keys(given, ROBUST_DEFAULTS, "robust-eval config", ROBUST_FREE_FORM)
-    raw = merge(ROBUST_DEFAULTS, given)
+    raw = ROBUST.load(path, overrides)
     data = raw["data"]
     batch_size = data["batch_size"]
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -349,25 +347,15 @@ def table_columns(rows: list[dict]) -> list[str]:
     return ["method", "protocol", "A_nat", *attacks]
 
 
+def _cell(key: str, value) -> str:
+    return f"{value:.2f}" if _is_accuracy(key) else str(value)
+
+
 def markdown_table(rows: list[dict]) -> str:
-    columns = table_columns(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for r in rows:
-        cells = [f"{r[c]:.2f}" if _is_accuracy(c) else str(r[c]) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return tables.markdown_table(rows, [(c, c) for c in table_columns(rows)], _cell)
 
 
 def write_tables(rows: list[dict], out: Path, stem: str, rcfg: dict) -> None:
     """<out>/<stem>.md, .csv (the table) and .json (rows with timings and the config used)."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stem}.md").write_text(markdown_table(rows) + "\n")
-    columns = table_columns(rows)
-    with open(out / f"{stem}.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for r in rows:
-            writer.writerow([r[c] for c in columns])
-    (out / f"{stem}.json").write_text(
-        json.dumps({"rows": rows, "config": rcfg["raw"]}, indent=2) + "\n"
-    )
+    columns = [(c, c) for c in table_columns(rows)]
+    tables.write_table(out, stem, rows, columns, _cell, extra={"config": rcfg["raw"]})
