@@ -185,3 +185,33 @@ def test_more_epochs_train_the_run_on_and_keep_the_shorter_result(finished_run, 
     info = json.loads((root / RUN / "run.json").read_text())
     assert info["config_hash"] == result["config_hash"]
     assert info["history"] == [{"config_hash": json.loads(shorter)["config_hash"], "max_epochs": 2}]
+
+
+def test_compare_reuses_a_run_only_when_its_config_hash_matches(tmp_path, capsys, fashion_mnist_available):
+    out = tmp_path / "cmp"
+
+    def compare(*extra: str) -> int:
+        argv = ["compare", "--configs", CONFIG, "--epochs", "1", "--out", str(out), "--no-eval",
+                "--no-plots", "--quiet", "--set", *TINY, *extra]  # fmt: skip
+        code = main(argv)
+        capsys.readouterr()
+        return code
+
+    assert compare() == 0
+    first = out / "fashionmnist-hcl" / "result.json"
+    before = first.read_bytes()
+    assert compare("method_kwargs.curvature=0.5") == 0  # other settings: a new run beside it
+    others = [p for p in out.iterdir() if p.name.startswith("fashionmnist-hcl-")]
+    assert len(others) == 1
+    assert yaml_load(others[0] / "config.yaml")["method_kwargs"]["curvature"] == 0.5
+    assert first.read_bytes() == before
+    files = snapshot(out / "fashionmnist-hcl")
+    assert compare() == 0  # the first settings again: reused, nothing trained or written
+    assert snapshot(out / "fashionmnist-hcl") == files
+    assert "| hcl | fashionmnist-hcl | 1 |" in (out / "results.md").read_text()
+
+
+def yaml_load(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text())

@@ -13,7 +13,6 @@ the run's checkpoints.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.run.checkpoints import load_pretrained
+from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 
 DEFAULT_KS = (10, 20, 50, 100)
 DEFAULT_K = 20
@@ -221,6 +221,6 @@ def knn_eval(
     }
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     run_dir = Path(ckpt["_path"]).parent
-    (run_dir / "knn.json").write_text(json.dumps(result, indent=2) + "\n")
-    (run_dir / "knn.md").write_text(markdown(result))
+    write_json_atomic(run_dir / "knn.json", result)
+    write_text_atomic(run_dir / "knn.md", markdown(result))
     return result

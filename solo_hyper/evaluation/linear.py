@@ -17,7 +17,6 @@ to the run's checkpoints.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from solo_hyper.evaluation.features import (
 from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
+from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -330,6 +330,6 @@ def linear_eval(
         **linear_probe(model, cfg, lcfg, log_dir=run_dir, quiet=quiet),
         "linear_config": lcfg,
     }
-    (run_dir / "linear.json").write_text(json.dumps(result, indent=2) + "\n")
-    (run_dir / "linear.md").write_text(markdown(result))
+    write_json_atomic(run_dir / "linear.json", result)
+    write_text_atomic(run_dir / "linear.md", markdown(result))
     return result

@@ -36,6 +36,7 @@ from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.disk_map import fit_disk
 from solo_hyper.metrics.hierarchy import distance_matrix
 from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
+from solo_hyper.run.identity import write_json_atomic
 
 PROTOCOL_VERSION = 1  # bump when the protocol changes: cached eval.json files are redone
 DISK_POINTS = 500
@@ -147,5 +148,5 @@ def evaluate_run(
         "disk": disk_map(model, cfg, test.z, test.targets) if disk and test.z is not None else None,
         "eval_wall_time_s": round(time.perf_counter() - start, 2),
     }
-    cache.write_text(json.dumps(result, indent=2) + "\n")
+    write_json_atomic(cache, result)
     return {**result, **robust_result(run_dir)}
