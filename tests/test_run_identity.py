@@ -133,3 +133,17 @@ def test_loggers_tensorboard_and_wandb_live_in_the_run_directory(tmp_path, monke
     assert wb.experiment.config["method_kwargs/curvature"] == cfg["method_kwargs"]["curvature"]
     wb.experiment.finish()
     assert (run_dir / "wandb").is_dir() and not (tmp_path / "wandb").exists()
+
+
+def test_a_finished_run_of_an_older_version_is_reported_not_overwritten(tmp_path):
+    from solo_hyper.run.train import plan_run, prepare
+
+    cfg = prepare(None, base=tiny_config("hcl", checkpoint={"dir": str(tmp_path)})).cfg
+    run_dir = tmp_path / "test-hcl"
+    run_dir.mkdir()
+    write_yaml_atomic(run_dir / "config.yaml", json.loads(json.dumps(cfg)))
+    (run_dir / "result.json").write_text('{"epochs": 1, "images_per_s": NaN, "knn_acc1": 0.5}')
+    plan = plan_run(cfg)
+    assert plan.status == "finished" and plan.result["knn_acc1"] == 0.5
+    (run_dir / "result.json").write_text('{"epochs": 0}')  # killed in its first epoch
+    assert plan_run(cfg).status == "new"

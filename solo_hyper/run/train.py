@@ -345,6 +345,9 @@ def plan_run(cfg: dict, on_mismatch: str = "error") -> RunPlan:
             result = None
         if result and result.get("finished") and result.get("config_hash") == digest:
             return RunPlan(run_dir, "finished", digest, result=result)
+        if result and "config_hash" not in result and result.get("epochs") == cfg["max_epochs"]:
+            # written by an older version (no hash): config.yaml matched, the run had finished
+            return RunPlan(run_dir, "finished", digest, result=result)
     resume = None
     if cfg["auto_resume"]["enabled"]:
         resume = newest_checkpoint(run_dir, cfg["method"])
