@@ -215,3 +215,14 @@ def yaml_load(path: Path) -> dict:
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+def test_resume_from_checkpoint_starts_a_new_run_where_the_other_stopped(finished_run, capsys):
+    start = finished_run / RUN / "last.ckpt"
+    argv = pretrain_argv(finished_run, "name=from-first", f"resume_from_checkpoint={start}",
+                         "max_epochs=3")  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    result = json.loads((finished_run / "from-first" / "result.json").read_text())
+    assert result["resumed_from"] == str(start)
+    assert result["epochs"] == 3 and result["global_step"] == 6  # 4 steps before, 2 here
