@@ -55,7 +55,7 @@ def test_result_json_is_strict_and_replaced_whole(tmp_path):
 
 
 def test_retention_keeps_the_newest_epoch_checkpoints(tmp_path):
-    from solo_hyper.run.train import prune_epoch_checkpoints
+    from solo_hyper.run.retention import prune_epoch_checkpoints
 
     for name in ["epoch=0.ckpt", "epoch=1.ckpt", "epoch=10.ckpt", "epoch=2.ckpt", "last.ckpt"]:
         (tmp_path / name).write_bytes(b"x")
@@ -109,7 +109,9 @@ def test_help_loads_no_torch_and_prints_no_warning():
 
 
 def test_loggers_tensorboard_and_wandb_live_in_the_run_directory(tmp_path, monkeypatch):
-    from solo_hyper.run.train import RunPlan, build_loggers, open_run, prepare
+    from solo_hyper.run.loggers import build_loggers
+    from solo_hyper.run.rundir import RunPlan, open_run
+    from solo_hyper.run.train import prepare
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -136,7 +138,8 @@ def test_loggers_tensorboard_and_wandb_live_in_the_run_directory(tmp_path, monke
 
 
 def test_a_finished_run_of_an_older_version_is_reported_not_overwritten(tmp_path):
-    from solo_hyper.run.train import plan_run, prepare
+    from solo_hyper.run.rundir import plan_run
+    from solo_hyper.run.train import prepare
 
     cfg = prepare(None, base=tiny_config("hcl", checkpoint={"dir": str(tmp_path)})).cfg
     run_dir = tmp_path / "test-hcl"

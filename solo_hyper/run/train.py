@@ -10,11 +10,8 @@ another config is refused with the keys that differ. A run that trained writes `
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import resource
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,16 +34,15 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
-from solo_hyper.run.checkpoints import newest_checkpoint, read_checkpoint, resolve_checkpoint
+from solo_hyper.run.checkpoints import read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.run.identity import (
     code_version,
-    config_diff,
-    config_hash,
-    read_run_config,
     write_json_atomic,
-    write_yaml_atomic,
 )
+from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
+from solo_hyper.run.retention import checkpoint_callbacks
+from solo_hyper.run.rundir import open_run, plan_run
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -141,20 +137,6 @@ def check_environment(cfg: dict) -> None:
             )
 
 
-LOGGER_PACKAGES = {"wandb": ("wandb",), "tensorboard": ("tensorboard", "tensorboardX")}
-
-
-def check_logger_packages(names: list[str]) -> None:
-    for name in names:
-        packages = LOGGER_PACKAGES.get(name, ())
-        if packages and not any(importlib.util.find_spec(p) for p in packages):
-            raise ConfigError(
-                f"logger {name!r} needs the {packages[0]} package, which is not installed: "
-                f"pip install {packages[0]} (or drop it from logger)"
-            )
-
-
-# config keys that are Trainer argument names but are handled here, not passed through
 NOT_TRAINER = {"logger", "resume_from_checkpoint", "callbacks", "enable_checkpointing",
                "default_root_dir"}  # fmt: skip
 
@@ -186,208 +168,6 @@ class Throughput(pl.Callback):
     @property
     def images_per_second(self) -> float:
         return self.images / self.seconds if self.seconds > 0 else float("nan")
-
-
-class RetainingCheckpoint(pl.callbacks.ModelCheckpoint):
-    """Epoch checkpoints with a retention rule: all of them (``keep_prev``, solo-learn's name)
-    or the newest ``keep_last`` (``last.ckpt`` is kept apart, always)."""
-
-    def __init__(self, keep_prev: bool, keep_last: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.keep_prev, self.keep_last = keep_prev, keep_last
-
-    def _save_checkpoint(self, trainer, filepath: str) -> None:
-        super()._save_checkpoint(trainer, filepath)
-        if not self.keep_prev and trainer.is_global_zero:
-            prune_epoch_checkpoints(Path(self.dirpath), self.keep_last)
-
-
-def prune_epoch_checkpoints(run_dir: Path, keep_last: int) -> list[Path]:
-    """Deletes all but the newest ``keep_last`` ``epoch=N.ckpt`` files; returns the deleted."""
-
-    def epoch(p: Path) -> int:
-        try:
-            return int(p.stem.split("=", 1)[1].split("-")[0])
-        except (IndexError, ValueError):
-            return -1
-
-    found = sorted((p for p in run_dir.glob("epoch=*.ckpt") if epoch(p) >= 0), key=epoch)
-    doomed = found[: max(0, len(found) - keep_last)]
-    for path in doomed:
-        path.unlink(missing_ok=True)
-    return doomed
-
-
-def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
-    """Epoch checkpoints (every ``frequency`` epochs, retained as ``keep_prev``/``keep_last``
-    say) and a ``last.ckpt`` that is also refreshed every ``every_n_steps`` training steps, so that
-    a killed run loses little."""
-    ck = cfg["checkpoint"]
-    if not ck["enabled"]:
-        return []
-    out = [
-        RetainingCheckpoint(
-            bool(ck["keep_prev"]), int(ck["keep_last"]), dirpath=str(run_dir), filename="{epoch}",
-            save_last=True, save_top_k=-1, every_n_epochs=int(ck["frequency"]),
-        )  # fmt: skip
-    ]
-    if ck.get("every_n_steps"):
-        out.append(
-            pl.callbacks.ModelCheckpoint(
-                dirpath=str(run_dir), save_last=True, save_top_k=0,
-                every_n_train_steps=int(ck["every_n_steps"]),
-            )  # fmt: skip
-        )
-    return out
-
-
-class LogConfig(pl.Callback):
-    """Logs the full resolved config as every logger's hyperparameters (CSV ``hparams.yaml``,
-    the wandb run config, TensorBoard hparams)."""
-
-    def __init__(self, cfg: dict, extra: dict) -> None:
-        self.params = {**cfg, **extra}
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        for logger in trainer.loggers:
-            logger.log_hyperparams(self.params)
-            logger.save()
-
-
-def build_loggers(cfg: dict, run_dir: Path, run_info: dict) -> list:
-    """csv (``logs/``), tensorboard (``tb_logs/``), wandb (files in ``wandb/`` of the run
-    directory, its run id kept in run.json so that a resumed run continues the same wandb run)."""
-    out: list = []
-    for name in loggers(cfg):
-        if name == "csv":
-            out.append(pl.loggers.CSVLogger(save_dir=str(run_dir), name="logs"))
-        elif name == "tensorboard":
-            out.append(pl.loggers.TensorBoardLogger(save_dir=str(run_dir), name="tb_logs"))
-        elif name == "wandb":
-            w = cfg["wandb"]
-            out.append(
-                pl.loggers.WandbLogger(
-                    name=cfg["name"] or cfg["method"], project=w["project"], entity=w["entity"],
-                    offline=w["offline"], save_dir=str(run_dir), id=run_info["wandb_id"],
-                    resume="allow",
-                )  # fmt: skip
-            )
-    return out
-
-
-class RunConfigMismatch(ConfigError):
-    """The run directory holds a run of another config."""
-
-
-@dataclass
-class RunPlan:
-    """What ``pretrain`` will do with a run directory, decided before any data loads."""
-
-    run_dir: Path
-    status: str  # "new" | "resume" | "finished" | "extend" (more epochs for the same run)
-    config_hash: str
-    resume: Path | None = None
-    result: dict | None = None
-    previous: dict | None = None  # "extend": the config the run was trained with so far
-
-
-def run_directory(cfg: dict, suffix: str = "") -> Path:
-    return Path(cfg["checkpoint"]["dir"]) / ((cfg["name"] or cfg["method"]) + suffix)
-
-
-def mismatch_message(run_dir: Path, stored: dict, cfg: dict) -> str:
-    rows = config_diff(stored, cfg)
-    lines = [f"  {key}: {old!r} -> {new!r}" for key, old, new in rows[:20]]
-    if len(rows) > 20:
-        lines.append(f"  ... and {len(rows) - 20} more")
-    name = cfg["name"] or cfg["method"]
-    return (
-        f"{run_dir} holds a run of another config (hash {config_hash(stored)}; this config: "
-        f"{config_hash(cfg)}); the keys that differ (old -> new):\n" + "\n".join(lines) + "\n"
-        f"Nothing was changed. To train this config as a new run, give it another name "
-        f"(name={name}-2) or checkpoint.dir, or pass --new-run (a run directory named after the "
-        "config hash); to continue the old run, use its config (config.yaml in the run directory)."
-    )
-
-
-def longer_budget(stored: dict, cfg: dict) -> bool:
-    """Whether ``cfg`` is the stored run's config with only a larger ``max_epochs``: the one
-    change that continues a run (solo-learn's way of training on) instead of making a new one."""
-    keys = [key for key, _, _ in config_diff(stored, cfg)]
-    return keys == ["max_epochs"] and int(cfg["max_epochs"]) > int(stored["max_epochs"])
-
-
-def plan_run(cfg: dict, on_mismatch: str = "error") -> RunPlan:
-    """Decides new / resume / finished for the run directory of ``cfg`` (nothing is written).
-
-    ``on_mismatch``: "error" refuses a directory holding another config's run; "new" uses the
-    directory ``<name>-<config hash>`` instead (compare, sweep and ``--new-run``).
-    """
-    digest = config_hash(cfg)
-    run_dir = run_directory(cfg)
-    stored = read_run_config(run_dir)
-    if stored is not None and config_hash(stored) != digest and longer_budget(stored, cfg):
-        resume = newest_checkpoint(run_dir, cfg["method"]) if cfg["auto_resume"]["enabled"] else None
-        if resume is not None:
-            return RunPlan(run_dir, "extend", digest, resume=resume, previous=stored)
-    if stored is not None and config_hash(stored) != digest:
-        if on_mismatch != "new":
-            raise RunConfigMismatch(mismatch_message(run_dir, stored, cfg))
-        run_dir = run_directory(cfg, f"-{digest[:8]}")
-        stored = read_run_config(run_dir)
-        if stored is not None and config_hash(stored) != digest:  # pragma: no cover - collision
-            raise RunConfigMismatch(mismatch_message(run_dir, stored, cfg))
-    result_path = run_dir / "result.json"
-    if stored is not None and result_path.is_file():
-        try:
-            result = json.loads(result_path.read_text())
-        except ValueError:  # a result.json of an older version with NaN in it
-            result = None
-        if result and result.get("finished") and result.get("config_hash") == digest:
-            return RunPlan(run_dir, "finished", digest, result=result)
-        if result and "config_hash" not in result and result.get("epochs") == cfg["max_epochs"]:
-            # written by an older version (no hash): config.yaml matched, the run had finished
-            return RunPlan(run_dir, "finished", digest, result=result)
-    resume = None
-    if cfg["auto_resume"]["enabled"]:
-        resume = newest_checkpoint(run_dir, cfg["method"])
-    elif newest_checkpoint(run_dir, verify=False) is not None:
-        raise ConfigError(
-            f"{run_dir} holds checkpoints of an unfinished run and auto_resume.enabled=false "
-            "would train over them from the start; set auto_resume.enabled=true to continue it, "
-            "or give the new run another name"
-        )
-    if resume is None and cfg["resume_from_checkpoint"]:
-        resume = resolve_checkpoint(cfg["resume_from_checkpoint"])
-    return RunPlan(run_dir, "resume" if resume else "new", digest, resume=resume)
-
-
-def open_run(plan: RunPlan, cfg: dict) -> dict:
-    """Creates (or reopens) the run directory: config.yaml and run.json (hash, code, wandb id)."""
-    run_dir = plan.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    info_path = run_dir / "run.json"
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
-    changed = not info
-    if plan.status == "extend":  # the run now is the longer config; its history says so
-        old_epochs = plan.previous["max_epochs"]
-        if (run_dir / "result.json").is_file():  # the shorter run's numbers are kept
-            (run_dir / "result.json").replace(run_dir / f"result.max_epochs={old_epochs}.json")
-        history = info.get("history", [])
-        history.append({"config_hash": info.get("config_hash"), "max_epochs": old_epochs})
-        info = {**info, "config_hash": plan.config_hash, "history": history}
-        write_yaml_atomic(run_dir / "config.yaml", cfg)
-        changed = True
-    if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
-        write_yaml_atomic(run_dir / "config.yaml", cfg)
-    if not info:
-        info = {"config_hash": plan.config_hash, "code": code_version(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
-    if "wandb" in loggers(cfg) and not info.get("wandb_id"):
-        info["wandb_id"], changed = uuid.uuid4().hex[:12], True
-    if changed:
-        write_json_atomic(info_path, info)
-    return info
 
 
 def reset_peak_memory(device: torch.device | None = None) -> None:
