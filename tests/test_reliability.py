@@ -62,7 +62,7 @@ def test_same_seed_gives_identical_first_losses(tmp_path, fashion_mnist_availabl
         runs.append(rec.losses)
     assert len(runs[0]) == 3 and runs[0] == runs[1]
     rec = LossRecorder()
-    prep = prepare(None, base=tiny_config("hcl", seed=6, limit_train_batches=3))
+    prep = prepare(None, base=tiny_config("hcl", seed=6, limit_train_batches=3, checkpoint={"dir": str(tmp_path / "6")}))
     pretrain(prep, quiet=True, callbacks=[rec])
     assert rec.losses != runs[0]
 
@@ -70,7 +70,7 @@ def test_same_seed_gives_identical_first_losses(tmp_path, fashion_mnist_availabl
 @pytest.mark.parametrize("method", ["hcl", "shcl"])
 def test_bf16_mixed_training_on_cpu_stays_finite(method, tmp_path, fashion_mnist_available):
     rec = LossRecorder()
-    prep = prepare(None, base=tiny_config(method, precision="bf16-mixed", limit_train_batches=3))
+    prep = prepare(None, base=tiny_config(method, precision="bf16-mixed", limit_train_batches=3, checkpoint={"dir": str(tmp_path)}))
     pretrain(prep, quiet=True, callbacks=[rec])
     assert len(rec.losses) == 3 and all(torch.isfinite(torch.tensor(rec.losses)))
 

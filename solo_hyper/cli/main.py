@@ -1,19 +1,27 @@
-"""Command line: ``python -m solo_hyper <command> ...`` (the top layer: it may import anything below)."""
+"""Command line: ``python -m solo_hyper <command> ...`` (the top layer: it may import anything below).
+
+The arguments are parsed before anything heavy is imported (torch, Lightning, solo-learn load
+only inside the command that needs them), so ``--help`` answers at once and without warnings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from solo_hyper.config import ConfigError
-from solo_hyper.data import DatasetNotFoundError
-from solo_hyper.run.guards import NonFiniteLossError
+import warnings
 
 
 def _pretrain(args: argparse.Namespace) -> None:
+    import json
+
     from solo_hyper.run.train import prepare, pretrain
 
-    result = pretrain(prepare(args.config, args.overrides), quiet=args.quiet)
+    prep = prepare(args.config, args.overrides)
+    result = pretrain(prep, quiet=args.quiet, on_mismatch="new" if args.new_run else "error")
+    if result.get("reused"):
+        stored = {k: v for k, v in result.items() if k not in ("reused", "code", "metrics")}
+        print(json.dumps(stored, indent=2))
+        return
     print(
         f"{result['method']}: online linear top-1 {result['online_linear_acc1']}, "
         f"kNN top-1 {result['knn_acc1']}, {result['wall_time_s']} s -> {result['run_dir']}"
@@ -49,7 +57,7 @@ def _knn(args: argparse.Namespace) -> None:
 
     r = knn_eval(
         args.checkpoint, args.k, args.temperature, args.delta_points, args.train_subset,
-        args.val_subset, args.device,
+        args.val_subset, args.device, progress=not args.quiet,
     )  # fmt: skip
     print(markdown(r))
     print(f"written: knn.json, knn.md next to {r['checkpoint']}")
@@ -72,8 +80,17 @@ def _robust(args: argparse.Namespace) -> None:
 
     run = robust.finetune_adv if args.command == "finetune-adv" else robust.robust_eval
     log = (lambda _: None) if args.quiet else print
-    rows = run(args.checkpoint, args.config, args.overrides, log=log)
+    rows = run(args.checkpoint, args.config, args.overrides, log=log, progress=not args.quiet)
     print(robust.markdown_table(rows))
+
+
+def _export(args: argparse.Namespace) -> None:
+    from solo_hyper.export import export_run
+
+    info = export_run(args.checkpoint, args.out)
+    b = info["backbone"]
+    print(f"{info['method']} ({b['name']}, {b['format']} layout, {b['features_dim']} features) "
+          f"-> {args.out}/backbone.pt, projector.pt, model.json")  # fmt: skip
 
 
 def _run_solo(args: argparse.Namespace) -> None:
@@ -86,6 +103,8 @@ def _bench(args: argparse.Namespace) -> None:
     """Runs benchmarks/run.py of the source checkout this package sits in."""
     import importlib
     from pathlib import Path
+
+    from solo_hyper.config import ConfigError
 
     root = Path(__file__).resolve().parents[2]
     if not (root / "benchmarks" / "run.py").is_file():
@@ -124,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", required=True, help="YAML file, e.g. configs/pretrain/fashionmnist/hcl.yaml"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--new-run", action="store_true",
+        help="when the run directory holds a run of another config, train this one as a new run "
+        "(<name>-<config hash>) instead of refusing",
+    )  # fmt: skip
     p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
     p.set_defaults(func=_pretrain)
 
@@ -169,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-subset", type=int, default=None, help="default: the run's")
     p.add_argument("--val-subset", type=int, default=None, help="default: the run's")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_knn)
 
     p = sub.add_parser("sweep", help="train and evaluate configs over the values of one key")
@@ -197,6 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=_robust)
 
     p = sub.add_parser(
+        "export",
+        help="the backbone (torchvision/timm/own layout) and projector of a run as plain "
+        "state_dicts, with model.json",
+    )  # fmt: skip
+    p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
+    p.add_argument("--out", required=True, help="output folder (new or empty)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser(
         "run-solo",
         help="run solo-learn's own main_pretrain.py / main_linear.py / main_knn.py with this "
         "plugin's methods registered (e.g. --config-path configs/solo-main/cifar10 "
@@ -217,12 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "bench":
+        # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
+        # time (about 14 lines a user can do nothing about): load them once, silenced
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
+    from solo_hyper.config import ConfigError
+    from solo_hyper.data import DatasetNotFoundError
+
     try:
         args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)
         return 2
-    except NonFiniteLossError as err:
+    except Exception as err:
+        guards = sys.modules.get("solo_hyper.run.guards")  # loaded only by commands that train
+        if guards is None or not isinstance(err, guards.NonFiniteLossError):
+            raise
         print(f"solo-hyper: stopped: {err}", file=sys.stderr)
         return 3
     return 0

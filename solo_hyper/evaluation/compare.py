@@ -12,7 +12,6 @@ With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<
 from __future__ import annotations
 
 import csv
-import json
 import os
 import platform
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from solo_hyper.evaluation.seeds import (
     summarize,
     verdict,
 )
-from solo_hyper.run.train import Prepared, prepare, pretrain
+from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
 
 COLUMNS = [
     ("method", "method"),
@@ -70,18 +69,11 @@ def run_name(config_path: str) -> str:
     return run_label(config_path)
 
 
-def finished_result(prep: Prepared) -> dict | None:
-    """The result.json of a run that already reached the asked number of epochs, else None."""
-    done = Path(prep.cfg["checkpoint"]["dir"]) / prep.cfg["name"] / "result.json"
-    if done.is_file():
-        row = json.loads(done.read_text())
-        if row.get("epochs") == prep.cfg["max_epochs"]:
-            return row
-    return None
-
-
 def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
-    return finished_result(prep) or pretrain(prep, quiet=quiet)
+    """A finished run is reused only when its config hash matches (``run.train.plan_run``); a
+    run directory holding another config is left alone and this one trains as
+    ``<name>-<config hash>``."""
+    return pretrain(prep, quiet=quiet, on_mismatch="new")
 
 
 def check_linear(preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None):
@@ -170,6 +162,8 @@ def compare(
     out = Path(out_dir)
     todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
     preps = [prep for _, prep in todo.runs]
+    for prep in preps:
+        check_environment(prep.cfg)
     if evaluate:
         check_linear(preps, linear_epochs, linear_config_path)
     rows = []

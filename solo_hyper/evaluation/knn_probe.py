@@ -13,13 +13,12 @@ the run's checkpoints.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import torch
 
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
     Embeddings,
@@ -27,10 +26,11 @@ from solo_hyper.evaluation.features import (
     embed,
     evaluation_loaders,
 )
-from solo_hyper.evaluation.linear import resolve_device
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.run.checkpoints import load_pretrained
+from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 
 DEFAULT_KS = (10, 20, 50, 100)
 DEFAULT_K = 20
@@ -194,6 +194,7 @@ def knn_eval(
     val_subset: int | None = None,
     device: str = "auto",
     batch_size: int = 512,
+    progress: bool = True,
 ) -> dict:
     """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md."""
     check_ks(ks)
@@ -204,13 +205,14 @@ def knn_eval(
     for name, n in (("--train-subset", train_subset), ("--val-subset", val_subset)):
         if n is not None and n < 1:
             raise ConfigError(f"{name} must be a positive integer, got {n}")
-    dev = resolve_device(device)
+    dev = resolve_device(device, "--device")
     start = time.perf_counter()
     model, cfg, ckpt = load_pretrained(checkpoint)
     model.to(dev)
     overrides = {k: v for k, v in (("train_subset", train_subset), ("val_subset", val_subset)) if v}
     train_loader, val_loader, _ = evaluation_loaders(cfg, overrides, batch_size)
-    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    train = embed(model, cfg, Progress(train_loader, "embedding train", progress))
+    test = embed(model, cfg, Progress(val_loader, "embedding test", progress))
     result = {
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
@@ -219,6 +221,6 @@ def knn_eval(
     }
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     run_dir = Path(ckpt["_path"]).parent
-    (run_dir / "knn.json").write_text(json.dumps(result, indent=2) + "\n")
-    (run_dir / "knn.md").write_text(markdown(result))
+    write_json_atomic(run_dir / "knn.json", result)
+    write_text_atomic(run_dir / "knn.md", markdown(result))
     return result

@@ -17,7 +17,6 @@ to the run's checkpoints.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.config import DEFAULTS as PRETRAIN_DEFAULTS
-from solo_hyper.config import ConfigError, closest, load_config, merge
+from solo_hyper.config import (
+    ConfigError,
+    Schema,
+    closest,
+    positive_int_or_none,
+    resolve_device,
+)
 from solo_hyper.data import _batch_is_ready
 from solo_hyper.evaluation.features import (
     Embeddings,
@@ -37,8 +42,10 @@ from solo_hyper.evaluation.features import (
     evaluation_view,
     model_device,
 )
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
+from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -73,17 +80,6 @@ LINEAR_DEFAULTS: dict[str, Any] = {
 FREE_FORM = {("optimizer", "kwargs"), ("data",)}
 
 
-def _check_keys(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
-    for key, value in given.items():
-        here = prefix + (key,)
-        if key not in known:
-            raise ConfigError(f"unknown linear config key {'.'.join(here)!r}{closest(key, known)}")
-        if isinstance(known[key], dict) and here not in FREE_FORM:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
-            _check_keys(value, known[key], here)
-
-
 def default_config_path(dataset: str) -> Path | None:
     """configs/linear/<dataset>.yaml of this repository, when it is there."""
     path = CONFIG_DIR / f"{dataset}.yaml"
@@ -92,9 +88,11 @@ def default_config_path(dataset: str) -> Path | None:
 
 def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> dict:
     """The linear-evaluation config: defaults < YAML < overrides, fully checked."""
-    raw = load_config(path, overrides)
-    _check_keys(raw, LINEAR_DEFAULTS)
-    cfg = merge(LINEAR_DEFAULTS, raw)
+    return LINEAR.load(path, overrides)
+
+
+def check_linear_values(cfg: dict) -> None:
+    """The value checks of a complete linear-evaluation config."""
     if cfg["features"] not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
     epochs = cfg["max_epochs"]
@@ -138,10 +136,10 @@ def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> di
                 f"the run's data section, whose keys are {sorted(PRETRAIN_DEFAULTS['data'])}"
             )
     for key in ("train_subset", "val_subset"):
-        n = cfg["data"].get(key)
-        if n is not None and (not isinstance(n, int) or n < 1):
-            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
-    return cfg
+        positive_int_or_none(cfg["data"].get(key), f"data.{key}")
+
+
+LINEAR = Schema("linear config", LINEAR_DEFAULTS, frozenset(FREE_FORM), check_linear_values)
 
 
 def with_epochs(cfg: dict, epochs: int) -> dict:
@@ -244,8 +242,8 @@ def linear_probe(
         if embeddings is None:
             train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
             embeddings = (
-                embed(model, cfg, train_loader, False),
-                embed(model, cfg, val_loader, False),
+                embed(model, cfg, Progress(train_loader, "embedding train", not quiet), False),
+                embed(model, cfg, Progress(val_loader, "embedding test", not quiet), False),
             )
         train, test = embeddings
         num_classes = int(model.classifier.out_features)
@@ -298,18 +296,6 @@ def linear_probe(
     }
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here")
-    return device
-
-
 def markdown(result: dict) -> str:
     rows = [
         ("run", result["run"]), ("method", result["method"]),
@@ -330,7 +316,7 @@ def linear_eval(
     quiet: bool = False,
 ) -> dict:
     """The ``linear`` command: checks everything, trains the head, writes linear.json/.md."""
-    dev = resolve_device(device)
+    dev = resolve_device(device, "--device")
     model, cfg, ckpt = load_pretrained(checkpoint)
     path = config if config is not None else default_config_path(cfg["data"]["dataset"])
     lcfg = load_linear_config(path, overrides)
@@ -344,6 +330,6 @@ def linear_eval(
         **linear_probe(model, cfg, lcfg, log_dir=run_dir, quiet=quiet),
         "linear_config": lcfg,
     }
-    (run_dir / "linear.json").write_text(json.dumps(result, indent=2) + "\n")
-    (run_dir / "linear.md").write_text(markdown(result))
+    write_json_atomic(run_dir / "linear.json", result)
+    write_text_atomic(run_dir / "linear.md", markdown(result))
     return result

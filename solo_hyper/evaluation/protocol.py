@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from solo_hyper.config import resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import ball_curvature, embed, evaluation_loaders
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
@@ -29,12 +30,13 @@ from solo_hyper.evaluation.linear import (
     default_config_path,
     linear_probe,
     load_linear_config,
-    resolve_device,
     with_epochs,
 )
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.disk_map import fit_disk
 from solo_hyper.metrics.hierarchy import distance_matrix
 from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
+from solo_hyper.run.identity import write_json_atomic
 
 PROTOCOL_VERSION = 1  # bump when the protocol changes: cached eval.json files are redone
 DISK_POINTS = 500
@@ -125,9 +127,10 @@ def evaluate_run(
             return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
     model, cfg, _ = load_pretrained(ckpt_path)
-    model.to(resolve_device(device))
+    model.to(resolve_device(device, "--device"))
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
-    train, test = embed(model, cfg, train_loader), embed(model, cfg, val_loader)
+    train = embed(model, cfg, Progress(train_loader, "embedding train", not quiet))
+    test = embed(model, cfg, Progress(val_loader, "embedding test", not quiet))
     knn = evaluate_knn(
         model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN
     )
@@ -145,5 +148,5 @@ def evaluate_run(
         "disk": disk_map(model, cfg, test.z, test.targets) if disk and test.z is not None else None,
         "eval_wall_time_s": round(time.perf_counter() - start, 2),
     }
-    cache.write_text(json.dumps(result, indent=2) + "\n")
+    write_json_atomic(cache, result)
     return {**result, **robust_result(run_dir)}

@@ -10,8 +10,6 @@ white-box attack) as markdown, CSV and JSON next to the run (``<run dir>/robust/
 from __future__ import annotations
 
 import copy
-import csv
-import json
 import re
 import time
 from collections.abc import Callable
@@ -23,7 +21,14 @@ import torch
 from torch import nn
 
 from solo_hyper.augment import to_float_rgb
-from solo_hyper.config import ConfigError, closest, load_config, merge
+from solo_hyper.config import (
+    ConfigError,
+    Schema,
+    closest,
+    positive_int_or_none,
+    resolve_device,
+)
+from solo_hyper.evaluation import tables
 from solo_hyper.evaluation.adversarial import (
     Batches,
     PGDSpec,
@@ -33,6 +38,7 @@ from solo_hyper.evaluation.adversarial import (
     robust_accuracy,
     train_linear_head,
 )
+from solo_hyper.evaluation.progress import Progress
 
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
              "milestones": [30, 50, 100], "gamma": 0.1}  # fmt: skip
@@ -130,19 +136,10 @@ def parse_schedule(section: dict, where: str, batch_size: int) -> Schedule:
     )
 
 
-def _check_keys(given: dict, known: dict, prefix: str = "") -> None:
-    for key, value in given.items():
-        where = f"{prefix}{key}"
-        if key not in known:
-            raise ConfigError(f"unknown robust-eval config key {where!r}{closest(key, known)}")
-        if where == "evaluation.attacks":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a mapping of name -> attack")
-            continue
-        if isinstance(known[key], dict) and key != "attack":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a mapping, got {value!r}")
-            _check_keys(value, known[key], where + ".")
+ROBUST = Schema(
+    "robust-eval config", ROBUST_DEFAULTS,
+    frozenset({("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}),
+)  # fmt: skip
 
 
 def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
@@ -150,24 +147,16 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
 
     Returns the raw merged config under "raw" and the parsed objects (schedules, PGDSpecs).
     """
-    given = load_config(path, overrides)
-    _check_keys(given, ROBUST_DEFAULTS)
-    raw = merge(ROBUST_DEFAULTS, given)
+    raw = ROBUST.load(path, overrides)
     data = raw["data"]
     batch_size = data["batch_size"]
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"data.batch_size must be a positive integer, got {batch_size!r}")
     for key in ("train_subset", "val_subset"):
-        n = data[key]
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
+        positive_int_or_none(data[key], f"data.{key}")
     if not isinstance(raw["seed"], int) or isinstance(raw["seed"], bool):
         raise ConfigError(f"seed must be an integer, got {raw['seed']!r}")
-    device = str(raw["device"])
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for but CUDA is not available; use device=cpu")
+    device = resolve_device(raw["device"], "device")
     for key in ("standard", "robust"):
         if not isinstance(raw["linear"][key], bool):
             raise ConfigError(f"linear.{key} must be true or false, got {raw['linear'][key]!r}")
@@ -181,9 +170,7 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
         raise ConfigError(f"evaluation.attacks: two attacks share a label ({labels}); remove one")
     return {
         "raw": raw,
-        "device": torch.device(
-            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        ),
+        "device": device,
         "linear": parse_schedule(raw["linear"], "linear", batch_size),
         "linear_attack": parse_attack(raw["linear"]["attack"], "linear.attack"),
         "finetune": parse_schedule(raw["finetune"], "finetune", batch_size),
@@ -214,11 +201,14 @@ def _loaders(cfg: dict, rcfg: dict):
     return train, val, num_classes
 
 
-def _pixel_batches(loader, view: Callable[[torch.Tensor], torch.Tensor]):
-    """Batch function: uint8 (indexes,) images, targets -> ([0, 1] pixels, targets)."""
+def _pixel_batches(
+    loader, view: Callable[[torch.Tensor], torch.Tensor], desc: str = "", progress: bool = False
+):
+    """Batch function: uint8 (indexes,) images, targets -> ([0, 1] pixels, targets); every pass
+    draws a progress bar when ``progress``."""
 
     def batches():
-        for batch in loader:
+        for batch in Progress(loader, desc, progress):
             yield view(batch[-2]), batch[-1]
 
     return batches
@@ -255,7 +245,7 @@ class _Run:
         return PixelClassifier(self.model.encoder, head, data["mean"], data["std"])
 
 
-def _open_run(checkpoint: str, rcfg: dict) -> _Run:
+def _open_run(checkpoint: str, rcfg: dict, progress: bool = False) -> _Run:
     from solo_hyper.run.checkpoints import load_pretrained, resolve_checkpoint
 
     model, cfg, ckpt = load_pretrained(checkpoint)
@@ -263,13 +253,16 @@ def _open_run(checkpoint: str, rcfg: dict) -> _Run:
     out = Path(out) if out else resolve_checkpoint(checkpoint).parent / "robust"
     train, val, num_classes = _loaders(cfg, rcfg)
     view = _pixel_view(model)
-    batches = _pixel_batches(train, view), _pixel_batches(val, view)
+    batches = (
+        _pixel_batches(train, view, "train images", progress),
+        _pixel_batches(val, view, "test images", progress),
+    )
     return _Run(model, cfg, ckpt, out, *batches, num_classes)
 
 
 def robust_eval(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, progress: bool = False,
 ) -> list[dict]:  # fmt: skip
     """LE and r-LE of a pretraining run, each evaluated clean and under the white-box attacks."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
@@ -281,7 +274,7 @@ def robust_eval(
         protocols.append(("r-LE", rcfg["linear_attack"]))
     if not protocols:
         raise ConfigError("nothing to evaluate: set linear.standard=true and/or linear.robust=true")
-    run = _open_run(checkpoint, rcfg)
+    run = _open_run(checkpoint, rcfg, progress)
     rows = []
     for protocol, attack in protocols:
         start = time.perf_counter()
@@ -298,12 +291,12 @@ def robust_eval(
 
 def finetune_adv(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, progress: bool = False,
 ) -> list[dict]:  # fmt: skip
     """RHCL+AT: adversarial fine-tuning of encoder + a new head, then the white-box evaluation."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
     device, seed = rcfg["device"], rcfg["raw"]["seed"]
-    run = _open_run(checkpoint, rcfg)
+    run = _open_run(checkpoint, rcfg, progress)
     start = time.perf_counter()
     log(f"AT: adversarial fine-tuning ({rcfg['finetune'].epochs} epochs) on {device}")
     classifier = run.classifier(seed)
@@ -354,25 +347,15 @@ def table_columns(rows: list[dict]) -> list[str]:
     return ["method", "protocol", "A_nat", *attacks]
 
 
+def _cell(key: str, value) -> str:
+    return f"{value:.2f}" if _is_accuracy(key) else str(value)
+
+
 def markdown_table(rows: list[dict]) -> str:
-    columns = table_columns(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for r in rows:
-        cells = [f"{r[c]:.2f}" if _is_accuracy(c) else str(r[c]) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return tables.markdown_table(rows, [(c, c) for c in table_columns(rows)], _cell)
 
 
 def write_tables(rows: list[dict], out: Path, stem: str, rcfg: dict) -> None:
     """<out>/<stem>.md, .csv (the table) and .json (rows with timings and the config used)."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stem}.md").write_text(markdown_table(rows) + "\n")
-    columns = table_columns(rows)
-    with open(out / f"{stem}.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for r in rows:
-            writer.writerow([r[c] for c in columns])
-    (out / f"{stem}.json").write_text(
-        json.dumps({"rows": rows, "config": rcfg["raw"]}, indent=2) + "\n"
-    )
+    columns = [(c, c) for c in table_columns(rows)]
+    tables.write_table(out, stem, rows, columns, _cell, extra={"config": rcfg["raw"]})

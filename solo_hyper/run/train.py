@@ -1,37 +1,48 @@
 """Pretraining from a config: validation first, then data, model, callbacks and a Lightning run.
 
 Everything that can be wrong with a config is found by ``prepare`` before any data is loaded or
-any model built; ``pretrain`` then runs, resumes automatically from the run directory's
-``last.ckpt`` and writes ``result.json`` next to the checkpoints and CSV logs.
+any model built (paths, devices, a checkpoint to start from, loggers). ``pretrain`` then looks at
+the run directory first (``plan_run``): a finished run of the same config reports its stored
+results and writes nothing; an unfinished one resumes from its newest checkpoint; a run of
+another config is refused with the keys that differ. A run that trained writes ``result.json``
+(atomically, strict JSON, accuracies in percent, with the config hash and the code version).
 """
 
 from __future__ import annotations
 
-import json
 import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
-import yaml
 
 import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
 from solo_hyper.backbones import BACKBONES
 from solo_hyper.config import (
     ConfigError,
+    check_data_paths,
+    check_trainer_devices,
     closest,
     complete,
     crop_counts,
     load_config,
+    loggers,
+    method_section,
     small_images,
     validate,
 )
 from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
-from solo_hyper.run.checkpoints import newest_checkpoint
+from solo_hyper.run.checkpoints import read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
+from solo_hyper.run.identity import (
+    code_version,
+    write_json_atomic,
+)
+from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
+from solo_hyper.run.retention import checkpoint_callbacks
+from solo_hyper.run.rundir import open_run, plan_run
 from solo_hyper.solo import adapter
 from solo_hyper.solo.baselines import unknown_method_message
 
@@ -60,19 +71,9 @@ def prepare(
     if name not in methods:
         raise ConfigError(unknown_method_message(name, methods))
     cls = adapter.plugin_class(methods[name])
-    defaults = adapter.method_arg_defaults(cls)
-    for key in cfg["method_kwargs"]:
-        if key not in defaults:
-            raise ConfigError(
-                f"unknown key method_kwargs.{key} for method {name!r}{closest(key, defaults)}; "
-                f"valid keys: {sorted(defaults)}"
-            )
-    cfg["method_kwargs"] = {**defaults, **cfg["method_kwargs"]}
-    if hasattr(cls, "check_args"):
-        try:
-            cls.check_args(SimpleNamespace(**cfg["method_kwargs"]))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+    cfg["method_kwargs"] = method_section(
+        name, adapter.method_arg_defaults(cls), cfg["method_kwargs"], getattr(cls, "check_args", None)
+    )
 
     data = cfg["data"]
     dataset = data.get("dataset")
@@ -118,9 +119,30 @@ def prepare(
     return Prepared(cfg, cls, image_size, (large, small), small_images(cfg))
 
 
+def check_environment(cfg: dict) -> None:
+    """The checks against this machine, before any data loads: data paths exist, the devices
+    exist, the loggers' packages are installed, ``resume_from_checkpoint`` is a readable
+    checkpoint of the same method. (``prepare`` checks the config itself, on any machine.)"""
+    check_data_paths(cfg["data"])
+    check_trainer_devices(cfg.get("accelerator"), cfg.get("devices"))
+    check_logger_packages(loggers(cfg))
+    if cfg["resume_from_checkpoint"] is not None:
+        start = read_checkpoint(cfg["resume_from_checkpoint"])  # exists, readable, ours
+        method = start["solo_hyper_config"].get("method")
+        if method != cfg["method"]:
+            raise ConfigError(
+                f"resume_from_checkpoint={cfg['resume_from_checkpoint']!r} is a checkpoint of "
+                f"method {method!r}, but the config trains {cfg['method']!r}"
+            )
+
+
+NOT_TRAINER = {"logger", "resume_from_checkpoint", "callbacks", "enable_checkpointing",
+               "default_root_dir"}  # fmt: skip
+
+
 def trainer_kwargs(cfg: dict) -> dict:
     """The top-level config keys that are Lightning Trainer arguments."""
-    names = adapter.trainer_arg_names()
+    names = adapter.trainer_arg_names() - NOT_TRAINER
     kwargs = {k: v for k, v in cfg.items() if k in names}
     if "precision" in kwargs:
         kwargs["precision"] = adapter.trainer_precision(kwargs["precision"])
@@ -147,28 +169,6 @@ class Throughput(pl.Callback):
         return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
-def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
-    """Epoch checkpoints (every ``frequency`` epochs, all kept) and a ``last.ckpt`` that is also
-    refreshed every ``every_n_steps`` training steps, so that a killed run loses little."""
-    ck = cfg["checkpoint"]
-    if not ck["enabled"]:
-        return []
-    out = [
-        pl.callbacks.ModelCheckpoint(
-            dirpath=str(run_dir), filename="{epoch}", save_last=True, save_top_k=-1,
-            every_n_epochs=int(ck["frequency"]),
-        )  # fmt: skip
-    ]
-    if ck.get("every_n_steps"):
-        out.append(
-            pl.callbacks.ModelCheckpoint(
-                dirpath=str(run_dir), save_last=True, save_top_k=0,
-                every_n_train_steps=int(ck["every_n_steps"]),
-            )  # fmt: skip
-        )
-    return out
-
-
 def reset_peak_memory(device: torch.device | None = None) -> None:
     """Restarts the peak-memory count, so that runs in one process are measured separately."""
     if device is not None and device.type == "cuda":
@@ -193,11 +193,35 @@ def peak_memory_mb(device: torch.device | None = None) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
-    """Trains a prepared config and returns (and writes) its result summary."""
+def percent_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """Every accuracy in percent: solo's online probe logs percent, its kNN metric a fraction
+    (1.0.2) or percent (main, see adapter.KNN_PERCENT)."""
+    scale = 1 if getattr(adapter, "KNN_PERCENT", False) else 100
+    return {k: v * scale if k.startswith("val_knn_acc") else v for k, v in metrics.items()}
+
+
+def pretrain(
+    prep: Prepared, quiet: bool = False, callbacks: list = (), on_mismatch: str = "error",
+    log=print,
+) -> dict:  # fmt: skip
+    """Trains a prepared config (or resumes it) and returns (and writes) its result summary.
+
+    A finished run of the same config returns its stored result (``"reused": True``) and writes
+    nothing; see ``plan_run``.
+    """
     cfg = prep.cfg
-    run_dir = Path(cfg["checkpoint"]["dir"]) / (cfg["name"] or cfg["method"])
-    resume = newest_checkpoint(run_dir, cfg["method"]) if cfg["auto_resume"]["enabled"] else None
+    check_environment(cfg)
+    plan = plan_run(cfg, on_mismatch)
+    run_dir = plan.run_dir
+    if plan.status == "finished":
+        if not quiet:
+            log(f"[solo-hyper] {run_dir} is a finished run of this config (hash "
+                f"{plan.config_hash}); its stored results follow, nothing was written")  # fmt: skip
+        return {**plan.result, "run_dir": str(run_dir), "reused": True}
+    resume = plan.resume
+    if plan.status == "extend" and not quiet:
+        log(f"[solo-hyper] {run_dir}: training on from max_epochs={plan.previous['max_epochs']} "
+            f"to {cfg['max_epochs']} (recorded in run.json's history)")  # fmt: skip
     pl.seed_everything(int(cfg["seed"]), workers=True)
     train_loader, val_loader, num_classes = build_dataloaders(
         cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
@@ -208,11 +232,7 @@ def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
             f"than the {len(train_loader.dataset)} training images (batches are full, drop_last)"
         )
     model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "config.yaml").is_file():  # a resumed run keeps the original
-        with open(run_dir / "config.yaml", "w") as f:
-            yaml.safe_dump(cfg, f, sort_keys=False)
+    info = open_run(plan, cfg)
 
     throughput = Throughput()
     callbacks = [*callbacks, throughput, *checkpoint_callbacks(cfg, run_dir)]
@@ -220,21 +240,17 @@ def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
         callbacks.append(NonFiniteLossGuard(run_dir))
     # methods may bring their own callbacks (EBCLR: the replay buffer)
     callbacks += list(getattr(model, "extra_callbacks", lambda: [])())
-    loggers: list = [pl.loggers.CSVLogger(save_dir=str(run_dir), name="logs")]
-    if cfg["wandb"]["enabled"]:
-        w = cfg["wandb"]
-        loggers.append(
-            pl.loggers.WandbLogger(
-                name=cfg["name"], project=w["project"], entity=w["entity"], offline=w["offline"]
-            )
-        )
+    run_loggers = build_loggers(cfg, run_dir, info)
+    if run_loggers:
+        callbacks += [LogConfig(cfg, {"config_hash": plan.config_hash}),
+                      pl.callbacks.LearningRateMonitor()]  # fmt: skip
     kwargs = trainer_kwargs(cfg)
     if quiet:
         kwargs.setdefault("enable_progress_bar", False)
         kwargs.setdefault("enable_model_summary", False)
     trainer = pl.Trainer(
         **kwargs,
-        logger=loggers,
+        logger=run_loggers or False,
         callbacks=callbacks,
         enable_checkpointing=bool(cfg["checkpoint"]["enabled"]),
         default_root_dir=str(run_dir),
@@ -243,30 +259,40 @@ def pretrain(prep: Prepared, quiet: bool = False, callbacks: list = ()) -> dict:
     start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader, ckpt_path=str(resume) if resume else None)
     wall = time.perf_counter() - start
+    if throughput.images == 0 and not trainer.interrupted:
+        # resumed from a checkpoint that had already reached max_epochs (a run killed before it
+        # wrote result.json): evaluate the restored model so that its numbers are real
+        trainer.validate(model, val_loader, verbose=False)
 
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    metrics = percent_metrics(
+        {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    )
+    max_steps = cfg.get("max_steps") or -1
+    finished = not trainer.interrupted and (
+        int(trainer.current_epoch) >= int(cfg["max_epochs"])
+        or (max_steps > 0 and int(trainer.global_step) >= max_steps)
+    )
     result = {
         "name": cfg["name"],
         "method": cfg["method"],
         "backbone": cfg["backbone"]["name"],
         "dataset": cfg["data"]["dataset"],
+        "finished": finished,
         "epochs": int(trainer.current_epoch),
         "global_step": int(trainer.global_step),
         "resumed_from": str(resume) if resume else None,
         "wall_time_s": round(wall, 2),
         "images_per_s": round(throughput.images_per_second, 1),
         "peak_memory_mb": round(peak_memory_mb(model.device), 1),
+        "units": "accuracies in percent",
         "online_linear_acc1": metrics.get("val_acc1"),
-        # the online probe is in percent; the adapter's kNN metric is a fraction (1.0.2) or in
-        # percent (main), see adapter.KNN_PERCENT
-        "knn_acc1": None
-        if "val_knn_acc1" not in metrics
-        else (1 if getattr(adapter, "KNN_PERCENT", False) else 100) * metrics["val_knn_acc1"],
+        "knn_acc1": metrics.get("val_knn_acc1"),
         "metrics": metrics,
         "run_dir": str(run_dir),
+        "config_hash": plan.config_hash,
+        "code": code_version(),
     }
-    with open(run_dir / "result.json", "w") as f:
-        json.dump(result, f, indent=2)
+    write_json_atomic(run_dir / "result.json", result)
     return result
 
 

@@ -1,6 +1,6 @@
-"""YAML run configs: loading, ``dotted.key=value`` overrides, defaults and validation.
+"""The pretraining config: its defaults, its key check and its value checks.
 
-One place for defaults (``DEFAULTS``) and one loader. The layout follows solo-learn's YAML
+One place for defaults (``DEFAULTS``); loading and overrides live in ``loading``. The layout follows solo-learn's YAML
 (``method``, ``backbone``, ``method_kwargs``, ``data``, ``augmentations``, ``optimizer``,
 ``scheduler``, ``checkpoint``, ``auto_resume``, ``wandb``), and top-level Lightning Trainer keys
 (``max_epochs``, ``devices``, ``precision``, ``limit_train_batches``, ...) are passed through.
@@ -9,19 +9,13 @@ Validation happens before any work starts and every message says what to change.
 
 from __future__ import annotations
 
-import copy
-import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from solo_hyper.augment import DEFAULT_CROP
-
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message says what to change."""
-
+from solo_hyper.config.errors import ConfigError, closest
+from solo_hyper.config.loading import check_keys, positive_int_or_none
+from solo_hyper.config.schema import Schema, method_schema
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -63,9 +57,18 @@ DEFAULTS: dict[str, Any] = {
         "lr_decay_steps": None,
     },
     "knn_eval": {"enabled": True, "k": 20},
-    # frequency: keep a checkpoint every N epochs; every_n_steps: refresh last.ckpt mid-epoch
-    "checkpoint": {"enabled": True, "dir": "runs", "frequency": 1, "every_n_steps": None},
+    # frequency: an epoch checkpoint every N epochs; every_n_steps: refresh last.ckpt mid-epoch;
+    # keep_prev: keep every epoch checkpoint (solo-learn's name), else the newest keep_last ones
+    # (with last.ckpt: last + the final epoch by default)
+    "checkpoint": {
+        "enabled": True, "dir": "runs", "frequency": 1, "every_n_steps": None,
+        "keep_prev": False, "keep_last": 1,
+    },  # fmt: skip
     "auto_resume": {"enabled": True},
+    # start a new run from this checkpoint's weights and state (a run directory or a .ckpt)
+    "resume_from_checkpoint": None,
+    # csv | wandb | tensorboard, or a list of them; wandb.enabled=true adds wandb
+    "logger": "csv",
     "wandb": {"enabled": False, "project": "solo-hyper", "entity": None, "offline": False},
     "nan_guard": {"enabled": True},
     # Lightning Trainer keys (any other Trainer argument is accepted too)
@@ -81,101 +84,24 @@ DEFAULTS: dict[str, Any] = {
 
 OPTIMIZERS = ("sgd", "lars", "adam", "adamw")
 SCHEDULERS = ("warmup_cosine", "cosine", "step", "none")
+LOGGERS = ("csv", "wandb", "tensorboard")
 # keys whose values are free-form dicts (not checked key by key)
 FREE_FORM = {("backbone", "kwargs"), ("optimizer", "kwargs"), ("method_kwargs",)}
 
 
-def closest(name: str, choices) -> str:
-    """' (did you mean X?)' for the closest valid name, or ''."""
-    match = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.5)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """'a.b.c=value' -> (['a', 'b', 'c'], yaml-parsed value)."""
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
-    key, raw = text.split("=", 1)
-    if not key:
-        raise ConfigError(f"override {text!r} has an empty key")
-    return key.split("."), yaml.safe_load(raw) if raw != "" else None
-
-
-def set_dotted(cfg: dict, path: list[str], value: Any) -> None:
-    node: Any = cfg
-    for i, part in enumerate(path[:-1]):
-        if isinstance(node, list):
-            node = node[_list_index(node, part, path[: i + 1])]
-        else:
-            node = node.setdefault(part, {})
-            if not isinstance(node, (dict, list)):
-                raise ConfigError(f"{'.'.join(path[: i + 1])} is a value, not a section")
-    last = path[-1]
-    if isinstance(node, list):
-        node[_list_index(node, last, path)] = value
-    else:
-        node[last] = value
-
-
-def _list_index(node: list, part: str, path: list[str]) -> int:
-    if not part.isdigit() or int(part) >= len(node):
-        raise ConfigError(f"{'.'.join(path)}: {part!r} is not an index of a {len(node)}-item list")
-    return int(part)
-
-
-def merge(base: dict, update: dict) -> dict:
-    """Recursive dict merge (lists and values replace)."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def load_config(
-    path: str | Path | None, overrides: list[str] = (), base: dict | None = None
-) -> dict:
-    """Reads a YAML file (or starts from ``base``), applies overrides; no defaults, no checks."""
-    cfg: dict = copy.deepcopy(base) if base else {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        with open(path) as f:
-            loaded = yaml.safe_load(f) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: a config must be a YAML mapping")
-        cfg = merge(cfg, loaded)
-    for text in overrides:
-        set_dotted(cfg, *parse_override(text))
-    return cfg
-
-
-def _check_keys(given: dict, known: dict, prefix: tuple[str, ...], extra_top: set[str]) -> None:
-    for key, value in given.items():
-        here = prefix + (key,)
-        if key not in known and not (not prefix and key in extra_top):
-            pool = list(known) + (sorted(extra_top) if not prefix else [])
-            raise ConfigError(f"unknown config key {'.'.join(here)!r}{closest(key, pool)}")
-        if key in known and isinstance(known[key], dict) and here not in FREE_FORM:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
-            _check_keys(value, known[key], here, extra_top)
+PRETRAIN = Schema("config", DEFAULTS, frozenset(FREE_FORM))
 
 
 def complete(cfg: dict, trainer_keys: set[str]) -> dict:
     """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults."""
-    _check_keys(cfg, DEFAULTS, (), trainer_keys)
-    out = merge(DEFAULTS, cfg)
+    out = PRETRAIN.complete(cfg, trainer_keys)
     entries = out["augmentations"]
     if not isinstance(entries, list) or not entries:
         raise ConfigError("augmentations must be a non-empty list of crop entries")
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ConfigError(f"augmentations.{i} must be a mapping")
-        _check_keys(entry, DEFAULT_CROP, (f"augmentations.{i}",), set())
+        check_keys(entry, DEFAULT_CROP, "config", prefix=(f"augmentations.{i}",))
     return out
 
 
@@ -239,6 +165,67 @@ def validate(cfg: dict, dataset_image_size: int | None) -> None:
                 f"augmentations.{i}.rrc needs 0 < crop_min_scale <= crop_max_scale <= 1"
             )
     for key in ("train_subset", "val_subset"):
-        n = cfg["data"].get(key)
-        if n is not None and (not isinstance(n, int) or n < 1):
-            raise ConfigError(f"data.{key} must be a positive integer or null, got {n!r}")
+        positive_int_or_none(cfg["data"].get(key), f"data.{key}")
+    loggers(cfg)
+    ck = cfg["checkpoint"]
+    if not isinstance(ck["keep_prev"], bool):
+        raise ConfigError(f"checkpoint.keep_prev must be true or false, got {ck['keep_prev']!r}")
+    keep = ck["keep_last"]
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise ConfigError(f"checkpoint.keep_last must be an integer >= 0, got {keep!r}")
+
+
+def loggers(cfg: dict) -> list[str]:
+    """The experiment loggers of a config: ``logger`` (a name or a list) plus wandb when
+    ``wandb.enabled``; checked against LOGGERS."""
+    given = cfg.get("logger")
+    names = [] if given in (None, False) else [given] if isinstance(given, str) else given
+    if not isinstance(names, list):
+        raise ConfigError(f"logger must be one of {LOGGERS} or a list of them, got {given!r}")
+    for name in names:
+        if name not in LOGGERS:
+            raise ConfigError(f"unknown logger {name!r}{closest(name, LOGGERS)}; use {LOGGERS}")
+    if cfg.get("wandb", {}).get("enabled") and "wandb" not in names:
+        names = [*names, "wandb"]
+    return list(dict.fromkeys(names))
+
+
+def method_section(
+    method: str, args: dict[str, Any], given: dict, check_args=None
+) -> dict[str, Any]:
+    """``method_kwargs`` completed and checked by the method's schema (``method_schema``)."""
+    return method_schema(method, args, check_args).complete(given)
+
+
+def check_data_paths(data: dict) -> None:
+    """A given data.train_path / val_path must exist (a missing path is an error, never a fall
+    back to another copy of the data); with data.download=true it is the download target."""
+    dataset = data.get("dataset")
+    for key in ("train_path", "val_path"):
+        path = data.get(key)
+        if path is None:
+            if dataset == "custom":
+                raise ConfigError(f"data.{key} is required for the custom dataset (an image folder)")
+            continue
+        if data.get("download") and dataset != "custom":
+            continue
+        if not Path(path).is_dir():
+            raise ConfigError(
+                f"{dataset} not found: data.{key}={str(path)!r} does not exist (or is not a "
+                "folder); fix the path, drop the key to use the dataset's usual places, or set "
+                "data.download=true"
+            )
+    path = data.get("train_path")
+    if dataset == "fashionmnist" and path is not None and not data.get("download"):
+        folders = [Path(path), Path(path) / "FashionMNIST" / "raw"]
+        stems = ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+        if not any(all(_any_file(f, s) for s in stems) for f in folders):
+            raise ConfigError(
+                f"fashionmnist not found: data.train_path={str(path)!r} holds no Fashion-MNIST (train-images-idx3-ubyte"
+                "[.gz] and the other three idx files); point it at the folder that holds them, "
+                "drop the key to use the system copy, or set data.download=true"
+            )
+
+
+def _any_file(folder: Path, stem: str) -> bool:
+    return (folder / stem).is_file() or (folder / f"{stem}.gz").is_file()

@@ -1,0 +1,47 @@
+"""One config system for every command: ``defaults < YAML < dotted.key=value overrides``.
+
+- ``errors``: ``ConfigError`` (every message says what to change) and closest-name hints;
+- ``loading``: YAML files, overrides, merging and the one key checker every schema uses;
+- ``devices``: the one device resolver (evaluation devices, Trainer accelerator/devices);
+- ``schema``: ``Schema`` (defaults tree, free-form paths, value check; ``load`` is every command's
+  entry) and ``method_schema`` (a method's section from its declared ``ARGS`` and ``check_args``);
+- ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``) and its value checks.
+The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
+``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.
+"""
+
+from solo_hyper.config.devices import check_trainer_devices, resolve_device
+from solo_hyper.config.errors import ConfigError, closest
+from solo_hyper.config.loading import (
+    check_keys,
+    load_config,
+    merge,
+    parse_override,
+    positive_int_or_none,
+    set_dotted,
+)
+from solo_hyper.config.pretrain import (
+    DEFAULTS,
+    FREE_FORM,
+    LOGGERS,
+    OPTIMIZERS,
+    PRETRAIN,
+    SCHEDULERS,
+    SMALL_IMAGE_SIZE,
+    check_data_paths,
+    complete,
+    crop_counts,
+    loggers,
+    method_section,
+    small_images,
+    validate,
+)
+from solo_hyper.config.schema import Schema, method_schema
+
+__all__ = [
+    "DEFAULTS", "FREE_FORM", "PRETRAIN", "Schema", "method_schema", "LOGGERS", "OPTIMIZERS", "SCHEDULERS", "SMALL_IMAGE_SIZE",
+    "ConfigError", "check_data_paths", "check_keys", "check_trainer_devices", "closest",
+    "complete", "crop_counts", "load_config", "loggers", "merge", "method_section",
+    "parse_override", "positive_int_or_none", "resolve_device", "set_dotted", "small_images",
+    "validate",
+]  # fmt: skip

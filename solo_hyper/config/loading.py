@@ -1,0 +1,110 @@
+"""YAML files, ``dotted.key=value`` overrides, merging, and the one key checker of every schema.
+
+Every config of the package (pretrain, linear, robust) is ``defaults < YAML < overrides``; the
+given keys are checked against the defaults' tree (misspelt keys get the closest valid name) before
+the defaults are merged in.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from solo_hyper.config.errors import ConfigError, closest
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'a.b.c=value' -> (['a', 'b', 'c'], yaml-parsed value)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
+    key, raw = text.split("=", 1)
+    if not key:
+        raise ConfigError(f"override {text!r} has an empty key")
+    return key.split("."), yaml.safe_load(raw) if raw != "" else None
+
+
+def set_dotted(cfg: dict, path: list[str], value: Any) -> None:
+    node: Any = cfg
+    for i, part in enumerate(path[:-1]):
+        if isinstance(node, list):
+            node = node[_list_index(node, part, path[: i + 1])]
+        else:
+            node = node.setdefault(part, {})
+            if not isinstance(node, (dict, list)):
+                raise ConfigError(f"{'.'.join(path[: i + 1])} is a value, not a section")
+    last = path[-1]
+    if isinstance(node, list):
+        node[_list_index(node, last, path)] = value
+    else:
+        node[last] = value
+
+
+def _list_index(node: list, part: str, path: list[str]) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"{'.'.join(path)}: {part!r} is not an index of a {len(node)}-item list")
+    return int(part)
+
+
+def merge(base: dict, update: dict) -> dict:
+    """Recursive dict merge (lists and values replace)."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] = (), base: dict | None = None
+) -> dict:
+    """Reads a YAML file (or starts from ``base``), applies overrides; no defaults, no checks."""
+    cfg: dict = copy.deepcopy(base) if base else {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        with open(path) as f:
+            loaded = yaml.safe_load(f) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: a config must be a YAML mapping")
+        cfg = merge(cfg, loaded)
+    for text in overrides:
+        set_dotted(cfg, *parse_override(text))
+    return cfg
+
+
+def check_keys(
+    given: dict,
+    known: dict,
+    label: str = "config",
+    free_form: set[tuple[str, ...]] = frozenset(),
+    extra_top: set[str] = frozenset(),
+    prefix: tuple[str, ...] = (),
+) -> None:
+    """Every key of ``given`` must exist in ``known`` (recursively, sections must be mappings).
+
+    ``free_form``: paths whose values are free dicts; ``extra_top``: further valid top-level keys
+    (the pretraining config passes Lightning's Trainer arguments through).
+    """
+    for key, value in given.items():
+        here = prefix + (key,)
+        if key not in known and not (not prefix and key in extra_top):
+            pool = list(known) + (sorted(extra_top) if not prefix else [])
+            hint = closest(key, pool) or (f"; valid keys: {sorted(known)}" if len(known) <= 30 else "")
+            raise ConfigError(f"unknown {label} key {'.'.join(here)!r}{hint}")
+        if key in known and isinstance(known[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
+            if here not in free_form:
+                check_keys(value, known[key], label, free_form, extra_top, here)
+
+
+def positive_int_or_none(value: Any, where: str) -> None:
+    """Subset sizes and the like: a positive integer or null."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{where} must be a positive integer or null, got {value!r}")

@@ -1,0 +1,61 @@
+"""A config schema: the one shape every config of the package has.
+
+A ``Schema`` is a tree of defaults (its keys and their types by example), the paths whose values are
+free-form mappings, and a value check. ``Schema.load`` is the single entry of every command:
+``defaults < YAML < dotted.key=value overrides``, the keys checked (closest-name hints), the
+defaults merged in, then the values checked; what comes out is complete and valid. The schemas:
+``config.pretrain.PRETRAIN``, ``evaluation.linear.LINEAR``, ``evaluation.robust.ROBUST``, and each
+method's section built from its declared ``ARGS`` and ``check_args`` (``method_schema``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from solo_hyper.config.errors import ConfigError
+from solo_hyper.config.loading import check_keys, load_config, merge
+
+
+@dataclass(frozen=True)
+class Schema:
+    label: str  # "config", "linear config", ... (in messages: "unknown <label> key ...")
+    defaults: dict[str, Any]
+    free_form: frozenset[tuple[str, ...]] = field(default_factory=frozenset)
+    check: Callable[[dict], None] | None = None  # value checks on the complete config
+    prefix: tuple[str, ...] = ()  # where the section sits in a larger config (for messages)
+
+    def complete(self, given: dict, extra_top: set[str] = frozenset()) -> dict:
+        """Key check, defaults merged in, value check."""
+        if not isinstance(given, dict):
+            where = ".".join(self.prefix) or self.label
+            raise ConfigError(f"{where} must be a mapping, got {given!r}")
+        check_keys(given, self.defaults, self.label, set(self.free_form), set(extra_top),
+                   self.prefix)  # fmt: skip
+        cfg = merge(self.defaults, given)
+        if self.check is not None:
+            self.check(cfg)
+        return cfg
+
+    def load(
+        self, path: str | Path | None, overrides: list[str] = (), base: dict | None = None,
+        extra_top: set[str] = frozenset(),
+    ) -> dict:  # fmt: skip
+        return self.complete(load_config(path, overrides, base), extra_top)
+
+
+def method_schema(method: str, args: dict[str, Any], check_args=None) -> Schema:
+    """A method's ``method_kwargs`` section: its declared ``ARGS`` are the keys and defaults, its
+    ``check_args`` (ValueError with a message) the value check."""
+
+    def check(section: dict) -> None:
+        if check_args is not None:
+            try:
+                check_args(SimpleNamespace(**section))
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+
+    return Schema(f"method {method!r}", dict(args), check=check, prefix=("method_kwargs",))

@@ -1,0 +1,134 @@
+"""``python -m solo_hyper export --checkpoint RUN --out DIR``: a trained run as plain files.
+
+Downstream code should not need this package's config (nor solo-learn, nor Lightning) to use a
+pretrained encoder. ``DIR`` gets:
+- ``backbone.pt``: the backbone as a plain ``state_dict`` in the layout of the model it came from:
+  torchvision's ``resnet18``/``resnet50`` keys for solo's ResNets (without ``fc``; the CIFAR stem,
+  when the run used it, is stated in model.json: replace ``conv1`` with the conv described there
+  and ``maxpool`` with ``nn.Identity()``), timm's keys for solo's ViT/Swin, and this package's own
+  classes (``solo_hyper.backbones``) for ``small_cnn`` / ``resnet18_nobn``;
+- ``projector.pt``: the projector's ``state_dict`` (for a hyperbolic head, its curvature is in
+  model.json: the outputs lie on the Poincare ball of that curvature);
+- ``model.json``: what the files are and how to rebuild them, the input preprocessing (crop size,
+  mean, std), and where they came from (checkpoint, config hash, code version).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from solo_hyper.config import ConfigError
+from solo_hyper.run.checkpoints import load_pretrained
+from solo_hyper.run.identity import code_version, config_hash, write_json_atomic
+
+TORCHVISION = ("resnet18", "resnet50")
+OWN_CLASSES = {"small_cnn": "SmallCNN", "resnet18_nobn": "ResNet18NoBN"}
+
+
+def _conv(conv: nn.Conv2d) -> dict:
+    return {
+        "in_channels": conv.in_channels, "out_channels": conv.out_channels,
+        "kernel_size": list(conv.kernel_size), "stride": list(conv.stride),
+        "padding": list(conv.padding), "bias": conv.bias is not None,
+    }  # fmt: skip
+
+
+def describe_backbone(name: str, encoder: nn.Module, kwargs: dict) -> dict:
+    """How to rebuild the backbone without this package (or with only its backbones module)."""
+    if name in TORCHVISION:
+        stem_replaced = isinstance(encoder.maxpool, nn.Identity)
+        return {
+            "format": "torchvision",
+            "constructor": f"torchvision.models.{name}",
+            "fc": "removed: set model.fc = torch.nn.Identity() before load_state_dict",
+            "cifar_stem": stem_replaced,
+            "stem": {
+                "conv1": _conv(encoder.conv1),
+                "maxpool": "identity" if stem_replaced else "torchvision",
+                "how": "model.conv1 = torch.nn.Conv2d(**conv1) with kernel_size/stride/padding "
+                "as listed and bias=False; model.maxpool = torch.nn.Identity()"
+                if stem_replaced
+                else "torchvision's own stem",
+            },
+        }
+    if name in OWN_CLASSES:
+        return {
+            "format": "solo_hyper",
+            "constructor": f"solo_hyper.backbones.{OWN_CLASSES[name]}",
+            "kwargs": dict(kwargs),
+        }
+    cfg = getattr(encoder, "pretrained_cfg", None) or getattr(encoder, "default_cfg", None) or {}
+    return {
+        "format": "timm",
+        "constructor": "timm.create_model",
+        "architecture": cfg.get("architecture"),
+        "class": f"{type(encoder).__module__}.{type(encoder).__name__}",
+        "note": "solo-learn builds its ViT/Swin with timm's classes; the keys are timm's",
+    }
+
+
+def describe_projector(model, cfg: dict) -> dict:
+    projector = model.projector
+    kwargs = cfg.get("method_kwargs") or {}
+    out = {"class": f"{type(projector).__module__}.{type(projector).__name__}"}
+    if kwargs.get("distance") == "poincare":
+        out["curvature"] = float(torch.as_tensor(model.curvature).detach().float())
+        out["geometry"] = "Poincare ball of curvature c (outputs satisfy c * |z|^2 < 1)"
+        for key in ("normalize", "clip_radius", "learnable_curvature"):
+            if key in kwargs:
+                out[key] = kwargs[key]
+    else:
+        out["geometry"] = "Euclidean"
+    for key in ("proj_hidden_dim", "proj_output_dim"):
+        if key in kwargs:
+            out[key] = kwargs[key]
+    return out
+
+
+def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
+    """Writes backbone.pt, projector.pt and model.json into ``out_dir``; returns model.json."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; give a folder")
+    if out.is_dir() and any(out.iterdir()):
+        existing = [p.name for p in out.iterdir()]
+        if not set(existing) <= {"backbone.pt", "projector.pt", "model.json"}:
+            raise ConfigError(
+                f"--out {str(out)!r} holds other files ({sorted(existing)[:5]}); give an empty "
+                "or new folder"
+            )
+    model, cfg, ckpt = load_pretrained(checkpoint)
+    name = cfg["backbone"]["name"]
+    encoder = model.encoder
+    backbone_state = {
+        k: v.detach().cpu().clone() for k, v in encoder.state_dict().items() if not k.startswith("fc.")
+    }
+    projector_state = {k: v.detach().cpu().clone() for k, v in model.projector.state_dict().items()}
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(backbone_state, out / "backbone.pt")
+    torch.save(projector_state, out / "projector.pt")
+    first = cfg["augmentations"][0]
+    info = {
+        "method": cfg["method"],
+        "backbone": {"name": name, "features_dim": int(model.features_dim),
+                     **describe_backbone(name, encoder, cfg["backbone"].get("kwargs") or {})},
+        "projector": describe_projector(model, cfg),
+        "input": {
+            "channels": 3, "crop_size": first.get("crop_size"),
+            "mean": list(cfg["data"]["mean"]), "std": list(cfg["data"]["std"]),
+            "note": "images in [0, 1], normalised with mean/std (grey images repeated to 3 "
+            "channels)",
+        },  # fmt: skip
+        "files": {"backbone": "backbone.pt", "projector": "projector.pt"},
+        "source": {
+            "checkpoint": ckpt["_path"], "epoch": ckpt.get("epoch"),
+            "global_step": ckpt.get("global_step"), "config_hash": config_hash(cfg),
+            "dataset": cfg["data"]["dataset"],
+        },  # fmt: skip
+        "code": code_version(),
+    }
+    write_json_atomic(out / "model.json", info)
+    return info

@@ -1,0 +1,97 @@
+"""Export round trip: a run's ResNet-18 loads into a plain torchvision resnet18 (the CIFAR stem
+replaced as model.json says) and gives the same features; the hyperbolic projector rebuilds
+from projector.pt and its recorded curvature."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torchvision
+from conftest import tiny_config
+from torch import nn
+
+import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.cli.main import main
+from solo_hyper.heads import HyperbolicProjector
+from solo_hyper.run.train import prepare
+from solo_hyper.solo import adapter
+
+
+def saved_run(tmp_path, backbone: str, curvature: float = 0.3):
+    """A checkpoint as pretrain writes it (weights and config), BN statistics made non-trivial."""
+    base = tiny_config("hcl", backbone={"name": backbone, "kwargs": {}})
+    base["method_kwargs"]["curvature"] = curvature
+    prep = prepare(None, base=base)
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    g = torch.Generator().manual_seed(0)
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.copy_(torch.randn(module.running_mean.shape, generator=g) * 0.1)
+            module.running_var.copy_(torch.rand(module.running_var.shape, generator=g) + 0.5)
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save({"state_dict": model.state_dict(), "solo_hyper_config": prep.cfg, "epoch": 3},
+               run / "last.ckpt")  # fmt: skip
+    return model.eval(), run
+
+
+def test_exported_resnet18_loads_into_plain_torchvision_with_the_same_features(tmp_path, capsys):
+    model, run = saved_run(tmp_path, "resnet18")
+    out = tmp_path / "export"
+    assert main(["export", "--checkpoint", str(run), "--out", str(out)]) == 0
+    info = json.loads((out / "model.json").read_text())
+    b = info["backbone"]
+    assert b["format"] == "torchvision" and b["constructor"] == "torchvision.models.resnet18"
+    assert b["cifar_stem"] is True  # 28 px crops: solo's CIFAR stem
+
+    plain = torchvision.models.resnet18()
+    conv = b["stem"]["conv1"]
+    plain.conv1 = nn.Conv2d(
+        conv["in_channels"], conv["out_channels"], tuple(conv["kernel_size"]),
+        tuple(conv["stride"]), tuple(conv["padding"]), bias=conv["bias"],
+    )  # fmt: skip
+    plain.maxpool = nn.Identity()
+    plain.fc = nn.Identity()
+    plain.load_state_dict(torch.load(out / "backbone.pt"), strict=True)
+    plain.eval()
+    x = torch.rand(4, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = model.encoder(x), plain(x)
+    assert ours.shape == (4, b["features_dim"]) == (4, 512)
+    torch.testing.assert_close(theirs, ours)
+
+    p = info["projector"]
+    assert p["curvature"] == pytest.approx(0.3)
+    head = HyperbolicProjector(512, p["proj_hidden_dim"], p["proj_output_dim"], p["curvature"],
+                               p["normalize"], p.get("clip_radius"))  # fmt: skip
+    head.load_state_dict(torch.load(out / "projector.pt"), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(head(theirs), model.projector(ours))
+    assert info["source"]["epoch"] == 3 and len(info["source"]["config_hash"]) == 16
+
+
+def test_exported_small_cnn_is_its_own_class(tmp_path):
+    from solo_hyper.backbones import SmallCNN
+
+    model, run = saved_run(tmp_path, "small_cnn")
+    out = tmp_path / "export"
+    assert main(["export", "--checkpoint", str(run / "last.ckpt"), "--out", str(out)]) == 0
+    info = json.loads((out / "model.json").read_text())
+    assert info["backbone"]["constructor"] == "solo_hyper.backbones.SmallCNN"
+    plain = SmallCNN(**info["backbone"]["kwargs"]).eval()
+    plain.load_state_dict(torch.load(out / "backbone.pt"), strict=True)
+    x = torch.rand(2, 3, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(x), model.encoder(x))
+
+
+def test_export_refuses_a_folder_with_other_files(tmp_path, capsys):
+    _, run = saved_run(tmp_path, "small_cnn")
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", "--checkpoint", str(run), "--out", str(out)]) == 2
+    assert "holds other files" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
