@@ -208,7 +208,7 @@ def test_compare_reuses_a_run_only_when_its_config_hash_matches(tmp_path, capsys
     files = snapshot(out / "fashionmnist-hcl")
     assert compare() == 0  # the first settings again: reused, nothing trained or written
     assert snapshot(out / "fashionmnist-hcl") == files
-    assert "| hcl | fashionmnist-hcl | 1 |" in (out / "results.md").read_text()
+    assert "| hcl | fashionmnist-hcl | 5 | 1 |" in (out / "results.md").read_text()  # seed 5, 1 epoch
 
 
 def yaml_load(path: Path) -> dict:
