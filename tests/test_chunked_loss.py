@@ -1,4 +1,4 @@
-"""Blockwise InfoNCE (losses.infonce._ChunkedRowTerms): the same values and gradients as the
+"""Blockwise InfoNCE (losses.infonce, chunk_size): the same values and gradients as the
 fused path and the autograd reference in every space, SupCon targets included, under bf16
 autocast; blocks never hold more than K x M entries; EBCLR's terms and the nn.Module forms."""
 
@@ -136,8 +136,9 @@ def test_blocks_never_hold_more_than_k_by_m_entries(geometry):
 @pytest.mark.parametrize("geometry", ["sphere", "poincare", "lorentz", "euclidean"])
 def test_ebclr_terms_chunked_equal_unchunked(geometry):
     g = torch.Generator().manual_seed(2)
-    space = make_space(geometry, 0.4)
+    space = make_space(geometry, 0.4, learnable_curvature=True).double()
     raw = [torch.randn(n, 5, generator=g, dtype=torch.float64).requires_grad_() for n in (6, 6, 4)]
+    params = raw + ([space.raw_curvature] if space.curved else [])
 
     def run(chunk):
         z1, z2, zs = (map_to_space(r, space) for r in raw)
@@ -145,7 +146,7 @@ def test_ebclr_terms_chunked_equal_unchunked(geometry):
             z1, z2, zs, 0.2, 0.01, 0.5, space, regularised=(raw[0], raw[2]), chunk_size=chunk
         )
         logq = ebclr_log_density(z1, z2.detach(), 0.2, space, chunk_size=chunk)
-        return (loss, parts["disc"], parts["gen"], logq, *torch.autograd.grad(loss, raw))
+        return (loss, parts["disc"], parts["gen"], logq, *torch.autograd.grad(loss, params))
 
     want = run(None)
     for chunk in (1, 4, "auto"):

@@ -13,7 +13,7 @@ candidates as one matrix product and an elementwise kernel phi. Per anchor i the
   exact and, the loss being a scalar, the block's gradient contributions to a, b and the scale
   are accumulated in the same pass (scaled by the upstream gradient in the backward): no
   recomputation, the fused path's three matmuls and about its elementwise passes;
-- ``_ChunkedRowTerms``: per-row outputs (EBCLR's log q, a vector whose upstream gradient is only
+- ``_ChunkedRowLogSumExp``: per-row outputs (EBCLR's log q, a vector whose upstream gradient is only
   known in the backward): an exact per-row log-sum-exp in blocks in the forward and
   recomputation of each block in the backward (one extra matmul and kernel pass).
 
@@ -216,81 +216,44 @@ def row_logsumexp(form: GramForm, chunk_size: int | None = None) -> torch.Tensor
     ``chunk_size`` None: plain autograd on the (N, M) logits; K: blocks of K rows."""
     if chunk_size is None:
         return torch.logsumexp(form.matrix(), dim=1)
-    lse, _, _ = _ChunkedRowTerms.apply(
-        form.a, form.b, form.scale, form.kernel, None, None, 0, False, chunk_size
-    )
-    return lse
+    return _ChunkedRowLogSumExp.apply(form.a, form.b, form.scale, form.kernel, chunk_size)
 
 
-class _ChunkedRowTerms(torch.autograd.Function):
-    """(lse (N,), positive logit sum (N,), positive count (N,)) in blocks of ``chunk`` rows.
-
-    Saves only a, b and lse; each block's logits are recomputed in the backward from one
-    (K, D) x (D, M) product.
-    """
+class _ChunkedRowLogSumExp(torch.autograd.Function):
+    """lse_i = log sum_j exp(L_ij) (N,) in blocks of ``chunk`` rows; saves only a, b and lse and
+    recomputes each block's logits in the backward from one (K, D) x (D, M) product:
+    dLoss/dL_ij = g_i softmax_ij."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx,
-        a: torch.Tensor,
-        b: torch.Tensor,
-        scale: float | torch.Tensor,
-        kernel: Kernel,
-        targets: torch.Tensor | None,
-        targets_all: torch.Tensor | None,
-        offset: int,
-        exclude_self: bool,
-        chunk: int,
-    ):
+    def forward(ctx, a, b, scale, kernel: Kernel, chunk: int):  # type: ignore[override]
         n = a.shape[0]
         lse = a.new_empty(n)
-        positive_sum = a.new_zeros(n)
-        count = a.new_zeros(n)
         with torch.no_grad():
             for start in range(0, n, chunk):
                 rows = slice(start, min(start + chunk, n))
                 phi, _ = kernel.apply_(a[rows] @ b.T, False)
-                logits = phi.mul_(scale)
-                if targets is not None:
-                    positives = _block_positives(targets[rows], targets_all, offset, start)
-                    count[rows] = positives.sum(dim=1).to(a.dtype)
-                    positive_sum[rows] = torch.where(positives, logits, 0).sum(dim=1)
-                if exclude_self:
-                    _self_pairs(logits, offset + start).fill_(float("-inf"))
-                lse[rows] = torch.logsumexp(logits, dim=1)
+                lse[rows] = torch.logsumexp(phi.mul_(scale), dim=1)
         learnable_scale = scale if isinstance(scale, torch.Tensor) else None
-        ctx.save_for_backward(a, b, lse, targets, targets_all, learnable_scale)
+        ctx.save_for_backward(a, b, lse, learnable_scale)
         ctx.float_scale = None if learnable_scale is not None else scale
-        ctx.kernel, ctx.offset, ctx.exclude_self, ctx.chunk = kernel, offset, exclude_self, chunk
-        ctx.mark_non_differentiable(count)
-        return lse, positive_sum, count
+        ctx.kernel, ctx.chunk = kernel, chunk
+        return lse
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_lse, grad_positive, _grad_count):  # type: ignore[override]
-        a, b, lse, targets, targets_all, scale = ctx.saved_tensors
+    def backward(ctx, grad_lse):  # type: ignore[override]
+        a, b, lse, scale = ctx.saved_tensors
         if scale is None:
             scale = ctx.float_scale
         need_a, need_b, need_scale = ctx.needs_input_grad[:3]
-        if grad_lse is None:
-            grad_lse = torch.zeros_like(lse)
-        # rows without any candidate have lse = -inf and all logits -inf: softmax 0, not NaN
-        lse = torch.where(torch.isfinite(lse), lse, 0)
         grad_a = torch.empty_like(a) if need_a else None
         grad_b = torch.zeros_like(b) if need_b else None
         grad_scale = a.new_zeros(()) if need_scale else None
-        n = a.shape[0]
-        for start in range(0, n, ctx.chunk):
-            rows = slice(start, min(start + ctx.chunk, n))
+        for start in range(0, a.shape[0], ctx.chunk):
+            rows = slice(start, min(start + ctx.chunk, a.shape[0]))
             a_rows = a[rows]
             phi, dphi = ctx.kernel.apply_(a_rows @ b.T, need_a or need_b)
-            logits = phi * scale
-            if ctx.exclude_self:
-                _self_pairs(logits, ctx.offset + start).fill_(float("-inf"))
-            grad = logits.sub_(lse[rows, None]).exp_().mul_(grad_lse[rows, None])
-            if targets is not None and grad_positive is not None:
-                positives = _block_positives(targets[rows], targets_all, ctx.offset, start)
-                grad.addcmul_(positives, grad_positive[rows, None])
+            grad = (phi * scale).sub_(lse[rows, None]).exp_().mul_(grad_lse[rows, None])
             if need_scale:
                 grad_scale += torch.linalg.vecdot(grad, phi).sum()
             if not (need_a or need_b):
@@ -304,7 +267,7 @@ class _ChunkedRowTerms(torch.autograd.Function):
                 grad_b.addmm_(grad.T, a_rows)
         if need_scale:
             grad_scale = grad_scale.reshape(scale.shape).to(scale.dtype)
-        return grad_a, grad_b, grad_scale, None, None, None, None, None, None
+        return grad_a, grad_b, grad_scale, None, None
 
 
 def _block_positives(
