@@ -3,7 +3,7 @@
 A ``GramForm`` (``solo_hyper.geometry.gram``) gives the logits of N anchors against M
 candidates as one matrix product and an elementwise kernel phi. Per anchor i the losses need
     lse_i = log sum_{j != i} exp(L_ij)       and   pos_i = sum_{j in P(i)} L_ij
-(self pairs excluded when the anchors are among the candidates). Three implementations:
+(self pairs excluded when the anchors are among the candidates). The implementations:
 
 - ``info_nce_reference``: plain autograd on the (N, M) logit matrix (the reference);
 - ``_FusedInfoNCE``: one pass with a hand-written backward that keeps exp(L - rowmax), the
@@ -13,8 +13,8 @@ candidates as one matrix product and an elementwise kernel phi. Per anchor i the
   exact and, the loss being a scalar, the block's gradient contributions to a, b and the scale
   are accumulated in the same pass (scaled by the upstream gradient in the backward): no
   recomputation, the fused path's three matmuls and about its elementwise passes;
-- ``_ChunkedRowLogSumExp``: per-row outputs (EBCLR's log q, a vector whose upstream gradient is only
-  known in the backward): an exact per-row log-sum-exp in blocks in the forward and
+- ``_ChunkedRowLogSumExp``: per-row outputs (EBCLR's log q, a vector whose upstream gradient
+  is only known in the backward): an exact per-row log-sum-exp in blocks in the forward and
   recomputation of each block in the backward (one extra matmul and kernel pass).
 
 With softmax p over the candidates and upstream gradients g (per row of lse) and h (per row of
