@@ -10,10 +10,14 @@ L2-normalises them) is the baseline. Variants:
 - ``geoopt``: geoopt's broadcasting ``PoincareBall(c).dist(x[:, None], y[None])`` in the same
   InfoNCE: (2N)^2 D memory, the way hyperbolic losses are often written;
 - ``compiled``: ``torch.compile`` of the plain path (compilation takes a minute on 2 cores, so
-  only in the full run; a failure is reported as a note, not raised).
+  only in the full run; a failure is reported as a note, not raised);
+- ``chunked``: ``contrastive_loss(chunk_size=CHUNK)``, blocks of CHUNK anchors against all 2N
+  candidates (``chunked_rows``: 2N up to 16k on the CPU, 64k with ``--device cuda``).
 
 Targets (HCL must cost what SimCLR costs): fused time and peak memory <= 1.5x SimCLR at 2N = 1024
 and 4096, and memory O(N^2): the peak divided by one (2N)^2 float32 matrix stays flat as N grows.
+Chunked (issue 14): at 2N = 16384 peak memory <= 1/8 and time <= 1.25x the fused path's, and its
+peak per view grows by less than 1.5x from 2N = 4096 to 16384 (O(N) memory).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from solo_hyper.losses import contrastive_loss
 TEMPERATURE = 0.2
 CURVATURE = 0.1
 DIM = 128
+CHUNK = 512
 
 
 def views(n_pairs: int, dim: int = DIM, device: str = "cpu", seed: int = 0):
@@ -78,6 +83,9 @@ def loss_fns(z: torch.Tensor, ids: torch.Tensor, names: tuple[str, ...]) -> dict
     table: dict[str, Callable[[], torch.Tensor]] = {
         "simclr": lambda: simclr(z[:n], z[n:], TEMPERATURE),
         "fused": ours(True),
+        "chunked": lambda: contrastive_loss(
+            z, ids, TEMPERATURE, "poincare", CURVATURE, chunk_size=CHUNK
+        ),
         "plain": ours(False),
         "geoopt": lambda: geoopt_info_nce(z, n),
     }
@@ -190,3 +198,76 @@ def compile_rows(size: int = 1024, rounds: int = 10, device: str = "cpu") -> lis
             summarize(paired_ratios(times["compiled"], times["fused"])), None,
             f"{_ms(times['compiled'])} vs {_ms(times['fused'])}"),
     ]  # fmt: skip
+
+
+def _guarded(fn: Callable[[], None]) -> Callable[[], None]:
+    """fn, or a no-op once it ran out of memory (a 64k SimCLR matrix set does not fit)."""
+    state = {"oom": False}
+
+    def step() -> None:
+        if state["oom"]:
+            return
+        try:
+            fn()
+        except torch.OutOfMemoryError:
+            state["oom"] = True
+            torch.cuda.empty_cache()
+
+    step.state = state  # type: ignore[attr-defined]
+    return step
+
+
+def chunked_rows(
+    sizes: tuple[int, ...] = (1024, 4096, 16384),
+    rounds: tuple[int, ...] = (5, 3, 2),
+    device: str = "cpu",
+    with_simclr: bool = True,
+) -> list[Row]:
+    """Chunked (blocks of CHUNK anchors) vs fused (vs solo's SimCLR): time and peak memory per
+    2N, and the growth of the chunked peak per view from 2N = 4096 to 16384."""
+    rows: list[Row] = []
+    per_view: dict[int, float] = {}
+    for size, n_rounds in zip(sizes, rounds):
+        z, ids = views(size // 2, device=device)
+        names = ("simclr", "fused", "chunked") if with_simclr else ("fused", "chunked")
+        fns = {k: _guarded(f) for k, f in loss_fns(z, ids, names).items()}
+        peaks = {name: peak_bytes(fn, device) for name, fn in fns.items()}
+        live = [n for n, f in fns.items() if not f.state["oom"]]
+        times = interleaved({n: fns[n] for n in live}, n_rounds, warmup=1, device=device)
+        where = f"2N={size} D={DIM}"
+        big = size == 16384
+        per_view[size] = peaks["chunked"] / size
+        rows.append(Row(
+            "chunked", f"poincare chunked K={CHUNK}", "poincare fused", f"time fwd+bwd {where}",
+            summarize(paired_ratios(times["chunked"], times["fused"])), "<= 1.25" if big else None,
+            f"{_ms(times['chunked'])} vs {_ms(times['fused'])}",
+        ))  # fmt: skip
+        rows.append(Row(
+            "chunked", f"poincare chunked K={CHUNK}", "poincare fused", f"peak memory {where}",
+            _one(peaks["chunked"] / max(peaks["fused"], 1)), "<= 0.125" if big else None,
+            f"{_mib(peaks['chunked'])} vs {_mib(peaks['fused'])}",
+        ))  # fmt: skip
+        if not with_simclr:
+            continue
+        if "simclr" not in live:
+            rows.append(Row("chunked", "solo simclr_loss_func", "", f"fwd+bwd {where}",
+                            _one(float("nan")), None, "out of memory"))  # fmt: skip
+            continue
+        for name in ("fused", "chunked"):
+            rows.append(Row(
+                "chunked", f"poincare {name}", "solo simclr_loss_func", f"time fwd+bwd {where}",
+                summarize(paired_ratios(times[name], times["simclr"])), None,
+                f"{_ms(times[name])} vs {_ms(times['simclr'])}",
+            ))  # fmt: skip
+            rows.append(Row(
+                "chunked", f"poincare {name}", "solo simclr_loss_func", f"peak memory {where}",
+                _one(peaks[name] / max(peaks["simclr"], 1)), None,
+                f"{_mib(peaks[name])} vs {_mib(peaks['simclr'])}",
+            ))  # fmt: skip
+    if 4096 in per_view and 16384 in per_view:
+        rows.append(Row(
+            "chunked", "chunked peak / 2N at 2N=16384", "at 2N=4096", "memory growth",
+            _one(per_view[16384] / per_view[4096]), "<= 1.5",
+            f"{per_view[16384] / 1024:.1f} vs {per_view[4096] / 1024:.1f} KiB per view",
+        ))  # fmt: skip
+    return rows

@@ -6,6 +6,8 @@
 Benchmarks (``--only`` takes these names):
   loss        Poincare InfoNCE (fused, plain autograd) vs solo's simclr_loss_func: time, memory
   geoopt      geoopt's broadcasting distance in the same InfoNCE vs the fused loss
+  chunked     blockwise InfoNCE (chunk_size) vs the fused loss and SimCLR, 2N up to 16k (CPU) or
+              64k (--device cuda): time, peak memory, memory growth per view
   compile     torch.compile of the plain loss (full run only: compiling takes about a minute)
   throughput  HCL / SHCL vs SimCLR / SupCon: training images/s, the extra cost of their heads,
               kornia's share of a step
@@ -38,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-NAMES = ("loss", "geoopt", "compile", "throughput", "augment", "rhcl", "ebclr")
+NAMES = ("loss", "geoopt", "chunked", "compile", "throughput", "augment", "rhcl", "ebclr")
 QUICK_SKIPS = ("compile",)
 
 
@@ -79,6 +81,16 @@ def _geoopt(s: Settings):
     return geoopt_rows(256, 1, s.device) if s.quick else geoopt_rows(1024, 3, s.device)
 
 
+def _chunked(s: Settings):
+    from benchmarks.loss import chunked_rows
+
+    if s.quick:
+        return chunked_rows((1024, 4096), (3, 2), s.device)
+    if s.device == "cuda":
+        return chunked_rows((1024, 4096, 16384, 65536), (10, 5, 3, 2), s.device)
+    return chunked_rows((1024, 4096, 16384), (5, 3, 2), s.device)
+
+
 def _compile(s: Settings):
     from benchmarks.loss import compile_rows
 
@@ -114,7 +126,7 @@ def _ebclr(s: Settings):
 
 
 BENCHMARKS: dict[str, Callable[[Settings], list]] = {
-    "loss": _loss, "geoopt": _geoopt, "compile": _compile, "throughput": _throughput,
+    "loss": _loss, "geoopt": _geoopt, "chunked": _chunked, "compile": _compile, "throughput": _throughput,
     "augment": _augment, "rhcl": _rhcl, "ebclr": _ebclr,
 }  # fmt: skip
 

@@ -7,8 +7,8 @@ pretrained encoder. ``DIR`` gets:
   when the run used it, is stated in model.json: replace ``conv1`` with the conv described there
   and ``maxpool`` with ``nn.Identity()``), timm's keys for solo's ViT/Swin, and this package's own
   classes (``solo_hyper.backbones``) for ``small_cnn`` / ``resnet18_nobn``;
-- ``projector.pt``: the projector's ``state_dict`` (for a hyperbolic head, its curvature is in
-  model.json: the outputs lie on the Poincare ball of that curvature);
+- ``projector.pt``: the projector's ``state_dict`` (model.json names the space its outputs lie
+  in: geometry and, for a hyperbolic head, its curvature);
 - ``model.json``: what the files are and how to rebuild them, the input preprocessing (crop size,
   mean, std), and where they came from (checkpoint, config hash, code version).
 """
@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from solo_hyper.config import ConfigError
+from solo_hyper.evaluation.features import embedding_space
 from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.run.identity import code_version, config_hash, write_json_atomic
 
@@ -70,19 +71,25 @@ def describe_backbone(name: str, encoder: nn.Module, kwargs: dict) -> dict:
     }
 
 
-def describe_projector(model, cfg: dict) -> dict:
+def describe_projector(model, cfg: dict, checkpoint: dict | None = None) -> dict:
+    """The projector's class, sizes and the space its outputs live in, as the run declared it
+    (``embedding_space``: geometry name and curvature; no space for solo-learn's own heads)."""
     projector = model.projector
     kwargs = cfg.get("method_kwargs") or {}
-    out = {"class": f"{type(projector).__module__}.{type(projector).__name__}"}
-    if kwargs.get("distance") == "poincare":
-        out["curvature"] = float(torch.as_tensor(model.curvature).detach().float())
-        out["geometry"] = "Poincare ball of curvature c (outputs satisfy c * |z|^2 < 1)"
-        for key in ("normalize", "clip_radius", "learnable_curvature"):
-            if key in kwargs:
-                out[key] = kwargs[key]
-    else:
-        out["geometry"] = "Euclidean"
-    for key in ("proj_hidden_dim", "proj_output_dim"):
+    out: dict = {"class": f"{type(projector).__module__}.{type(projector).__name__}"}
+    space = embedding_space(model, cfg, checkpoint)
+    if space is not None:
+        out["space"] = space.to_dict()
+        out["geometry"] = space.name
+        if space.curved:
+            out["curvature"] = float(torch.as_tensor(space.curvature).detach().float())
+    for key in (
+        "normalize",
+        "clip_radius",
+        "learnable_curvature",
+        "proj_hidden_dim",
+        "proj_output_dim",
+    ):
         if key in kwargs:
             out[key] = kwargs[key]
     return out
@@ -104,7 +111,9 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
     name = cfg["backbone"]["name"]
     encoder = model.encoder
     backbone_state = {
-        k: v.detach().cpu().clone() for k, v in encoder.state_dict().items() if not k.startswith("fc.")
+        k: v.detach().cpu().clone()
+        for k, v in encoder.state_dict().items()
+        if not k.startswith("fc.")
     }
     projector_state = {k: v.detach().cpu().clone() for k, v in model.projector.state_dict().items()}
     out.mkdir(parents=True, exist_ok=True)
@@ -113,19 +122,26 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
     first = cfg["augmentations"][0]
     info = {
         "method": cfg["method"],
-        "backbone": {"name": name, "features_dim": int(model.features_dim),
-                     **describe_backbone(name, encoder, cfg["backbone"].get("kwargs") or {})},
-        "projector": describe_projector(model, cfg),
+        "backbone": {
+            "name": name,
+            "features_dim": int(model.features_dim),
+            **describe_backbone(name, encoder, cfg["backbone"].get("kwargs") or {}),
+        },
+        "projector": describe_projector(model, cfg, ckpt),
         "input": {
-            "channels": 3, "crop_size": first.get("crop_size"),
-            "mean": list(cfg["data"]["mean"]), "std": list(cfg["data"]["std"]),
+            "channels": 3,
+            "crop_size": first.get("crop_size"),
+            "mean": list(cfg["data"]["mean"]),
+            "std": list(cfg["data"]["std"]),
             "note": "images in [0, 1], normalised with mean/std (grey images repeated to 3 "
             "channels)",
         },  # fmt: skip
         "files": {"backbone": "backbone.pt", "projector": "projector.pt"},
         "source": {
-            "checkpoint": ckpt["_path"], "epoch": ckpt.get("epoch"),
-            "global_step": ckpt.get("global_step"), "config_hash": config_hash(cfg),
+            "checkpoint": ckpt["_path"],
+            "epoch": ckpt.get("epoch"),
+            "global_step": ckpt.get("global_step"),
+            "config_hash": config_hash(cfg),
             "dataset": cfg["data"]["dataset"],
         },  # fmt: skip
         "code": code_version(),

@@ -9,7 +9,7 @@ import torch
 
 from benchmarks import run as bench_run
 from benchmarks.augment import augment_rows
-from benchmarks.loss import geoopt_rows, loss_rows
+from benchmarks.loss import CHUNK, chunked_rows, geoopt_rows, loss_rows
 from benchmarks.memory import peak_bytes
 from benchmarks.steps import ebclr_rows, rhcl_rows
 from benchmarks.throughput import head_rows, throughput_rows
@@ -32,6 +32,7 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
     rows = (
         loss_rows(sizes=(64,), rounds=(2,))
         + geoopt_rows(size=16, rounds=1)
+        + chunked_rows(sizes=(64,), rounds=(1,))
         + head_rows(batch_size=8, rounds=2)
         + throughput_rows(batch_size=8, steps=1, rounds=1, methods=("simclr", "hcl"),
                           overrides=["backbone.kwargs={width: 8}"])
@@ -45,6 +46,9 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
         ("loss", "poincare fused", "peak memory"),
         ("loss", "poincare plain", "time fwd+bwd"),
         ("loss", "geoopt dist (broadcast)", "time fwd+bwd"),
+        ("chunked", f"poincare chunked K={CHUNK}", "time fwd+bwd"),
+        ("chunked", f"poincare chunked K={CHUNK}", "peak memory"),
+        ("chunked", "poincare chunked", "peak memory"),
         ("throughput", "hcl", "images/s, train step"),
         ("throughput", "hcl kornia augmentation", "time share"),
         ("throughput", "shcl head extra time", "time share"),

@@ -270,8 +270,8 @@ def test_bad_arguments_raise():
     z1, z2, zs = _inputs()
     with pytest.raises(ValueError, match="temperature"):
         ebclr_loss(z1, z2, zs, temperature=0.0)
-    with pytest.raises(ValueError, match="space must be a Manifold"):
-        ebclr_loss(z1, z2, zs, space="cosine")
+    with pytest.raises(ValueError, match="space must be a Manifold, a geometry"):
+        ebclr_loss(z1, z2, zs, space="cosin")
     with pytest.raises(ValueError, match="curvature"):
         ebclr_loss(z1, z2, zs, space="poincare", c=0.0)
     with pytest.raises(ValueError, match="chunk_size"):

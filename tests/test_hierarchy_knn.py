@@ -11,7 +11,7 @@ import torch
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import Embeddings
 from solo_hyper.evaluation.knn_probe import knn_grid
-from solo_hyper.geometry import expmap0, poincare_distance, poincare_distance_matrix
+from solo_hyper.geometry import expmap0, make_space, poincare_distance, poincare_distance_matrix
 from solo_hyper.metrics.disk_map import fit_disk
 from solo_hyper.metrics.hierarchy import (
     class_mean_norms,
@@ -195,7 +195,7 @@ def test_poincare_knn_agrees_with_a_brute_force_loop():
     # the ball's kNN is also what the grid reports for projector outputs on the ball
     emb_train = Embeddings(train, train, labels)
     emb_test = Embeddings(test, test, scores.argmax(1))
-    rows = knn_grid(emb_train, emb_test, [k], num_classes, curvature=c)
+    rows = knn_grid(emb_train, emb_test, [k], num_classes, geometry=make_space("poincare", c))
     poincare = [r for r in rows if r["distance"] == "poincare"]
     assert len(poincare) == 1 and poincare[0]["top1"] == pytest.approx(100.0)
 

@@ -15,6 +15,8 @@ from torch.utils.data import DataLoader
 
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.data import InMemoryImages, _batch_is_ready, build_datasets
+from solo_hyper.geometry import Manifold, make_space, space_from_dict
+from solo_hyper.methods.space import CHECKPOINT_KEY, geometry_of
 
 
 @dataclass
@@ -95,18 +97,27 @@ def embed(model, cfg: dict, loader: DataLoader, with_z: bool = True) -> Embeddin
     return Embeddings(torch.cat(feats), torch.cat(zs) if zs else None, torch.cat(targets).long())
 
 
-def ball_curvature(model, cfg: dict, z: torch.Tensor | None) -> float | None:
-    """The curvature c when the projector outputs lie on a Poincare ball, else None.
+def embedding_space(model, cfg: dict, checkpoint: dict | None = None) -> Manifold | None:
+    """The space the run's projector outputs ("z") live in, as the run declared it.
 
-    A method is hyperbolic when its ``method_kwargs.distance`` is ``poincare`` (HCL, SHCL, RHCL,
-    EBCLR's hyperbolic variant); c is ``model.curvature`` (it may be learnt) or the configured
-    one, and every z must satisfy c ||z||^2 < 1.
+    From the checkpoint's record (written by the method), else the model's ``embedding_space``,
+    else the config's method_kwargs (checkpoints written before the record existed); None for
+    methods that declare no space (solo-learn's own). Never guessed from the vectors' norms.
     """
+    if checkpoint is not None and CHECKPOINT_KEY in checkpoint:
+        return space_from_dict(checkpoint[CHECKPOINT_KEY])
+    space = getattr(model, "embedding_space", None)
+    if isinstance(space, Manifold):
+        return space
     kwargs = cfg.get("method_kwargs") or {}
-    if z is None or kwargs.get("geometry", kwargs.get("distance")) != "poincare":
+    geometry = geometry_of(kwargs)
+    if geometry is None:
         return None
-    c = getattr(model, "curvature", None)
-    c = float(kwargs.get("curvature", 0.0) if c is None else c)
-    if not c > 0 or float((c * z.double().pow(2).sum(1)).max()) >= 1.0:
-        return None
-    return c
+    return make_space(geometry, kwargs.get("curvature"), False)
+
+
+def hyperbolic_space(model, cfg: dict, checkpoint: dict | None = None) -> Manifold | None:
+    """The run's space when it is hyperbolic (its geodesic distance then joins the kNN grid,
+    the hierarchy metrics and the disk map), else None."""
+    space = embedding_space(model, cfg, checkpoint)
+    return space if space is not None and space.curved else None

@@ -4,7 +4,8 @@
 
 Weighted kNN (Wu et al. 2018; T = 0.07 for cosine, 1/(d + eps) votes otherwise) over a grid of
 k, on backbone features and on projector outputs ("z"), with cosine and Euclidean distances and,
-for projector outputs on a Poincare ball, the Poincare distance with the run's curvature. Next to
+for projector outputs in a hyperbolic space (the space the run declared: Poincare ball or
+hyperboloid), that space's geodesic distance. Next to
 the fine-class accuracy: kNN top-1 on the coarse classes (the neighbours vote with their coarse
 label: Fashion-MNIST's 4 groups, CIFAR-100's 20 superclasses), the Gromov delta-hyperbolicity
 of each space and the mean embedding norm per class. Writes ``knn.json`` and ``knn.md`` next to
@@ -22,11 +23,12 @@ from solo_hyper.config import ConfigError, resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
     Embeddings,
-    ball_curvature,
     embed,
     evaluation_loaders,
+    hyperbolic_space,
 )
 from solo_hyper.evaluation.progress import Progress
+from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
 from solo_hyper.run.checkpoints import load_pretrained
@@ -50,11 +52,14 @@ def knn_grid(
     ks,
     num_classes: int,
     coarse_map: torch.Tensor | None = None,
-    curvature: float | None = None,
+    geometry: Manifold | None = None,
     temperature: float = 0.07,
     cells: set[tuple[str, str]] | None = None,
 ) -> list[dict]:
     """One row per (space, distance, k): fine top-1/top-5 (in %) and coarse top-1 (or None).
+
+    ``geometry``: the hyperbolic space of the projector outputs (None: none), whose geodesic
+    distance (named after it: "poincare", "lorentz") joins cosine and Euclidean there.
 
     One neighbour search per (space, distance) serves every k and both label sets; ``cells``
     limits the (space, distance) pairs searched (None: all).
@@ -70,14 +75,15 @@ def knn_grid(
         if x_train is None or x_test is None:
             continue
         distances = ["cosine", "euclidean"]
-        if space == "projector" and curvature is not None:
-            distances.append("poincare")
+        if space == "projector" and geometry is not None:
+            distances.append(geometry.name)
         for distance in distances:
             if cells is not None and (space, distance) not in cells:
                 continue
             weights, idx = nearest_neighbours(
-                x_train, x_test, max(ks), distance, temperature, curvature or 1.0
-            )
+                x_train, x_test, max(ks), distance, temperature,
+                space=geometry if distance not in ("cosine", "euclidean") else None,
+            )  # fmt: skip
             for k in ks:
                 top1, top5 = topk_accuracy(
                     vote(weights, idx, train.targets, num_classes, k), test.targets
@@ -92,19 +98,20 @@ def knn_grid(
 
 
 def hierarchy_metrics(
-    test: Embeddings, num_classes: int, curvature: float | None, num_points: int, seed: int = 0
+    test: Embeddings, num_classes: int, geometry: Manifold | None, num_points: int, seed: int = 0
 ) -> dict:
-    """Per space: delta-hyperbolicity (Poincare distances on the ball, Euclidean otherwise) of a
-    random subset of test embeddings and the mean embedding norm of each class."""
+    """Per space: delta-hyperbolicity (the projector's hyperbolic geodesic distance when it has
+    one, Euclidean otherwise) of a random subset of test embeddings and the mean embedding norm
+    of each class (Euclidean norms of the coordinates)."""
     out = {}
     for space, attr in SPACES.items():
         x = getattr(test, attr)
         if x is None:
             continue
-        c = curvature if space == "projector" else None
+        g = geometry if space == "projector" else None
         out[space] = {
-            "distance": "poincare" if c is not None else "euclidean",
-            **sample_delta(x, c, num_points, seed),
+            "distance": g.name if g is not None else "euclidean",
+            **sample_delta(x, g, num_points, seed),
             "class_mean_norm": class_mean_norms(x, test.targets, num_classes),
         }
     return out
@@ -128,15 +135,19 @@ def evaluate_knn(
     delta_points: int = 500,
     seed: int = 0,
     cells: set[tuple[str, str]] | None = None,
+    checkpoint: dict | None = None,
 ) -> dict:
-    """kNN grid (``cells``: see :func:`knn_grid`) + hierarchy metrics of precomputed embeddings."""
+    """kNN grid (``cells``: see :func:`knn_grid`) + hierarchy metrics of precomputed embeddings,
+    in the space the run declared (``features.embedding_space``)."""
     num_classes = int(max(train.targets.max(), test.targets.max())) + 1
-    curvature = ball_curvature(model, cfg, test.z)
+    geometry = hyperbolic_space(model, cfg, checkpoint) if test.z is not None else None
+    curvature = float(geometry.curvature) if geometry is not None else None
     coarse_map = coarse_labels(cfg["data"]["dataset"])
-    rows = knn_grid(train, test, ks, num_classes, coarse_map, curvature, temperature, cells)
+    rows = knn_grid(train, test, ks, num_classes, coarse_map, geometry, temperature, cells)
     headline = pick(rows, k=DEFAULT_K if DEFAULT_K in check_ks(ks) else max(check_ks(ks)))
     return {
         "curvature": curvature,
+        "geometry": geometry.name if geometry is not None else None,
         "temperature": temperature,
         "train_images": len(train.targets),
         "test_images": len(test.targets),
@@ -144,7 +155,7 @@ def evaluate_knn(
         "knn_coarse_top1": headline["coarse_top1"],
         "knn_headline": {k: headline[k] for k in ("space", "distance", "k")},
         "knn": rows,
-        "hierarchy": hierarchy_metrics(test, num_classes, curvature, delta_points, seed),
+        "hierarchy": hierarchy_metrics(test, num_classes, geometry, delta_points, seed),
     }
 
 
@@ -158,7 +169,7 @@ def markdown(result: dict) -> str:
         f"# kNN and hierarchy metrics: {result['run']} ({result['method']})",
         "",
         f"{result['train_images']} training / {result['test_images']} test images; curvature of "
-        f"the projector ball: {'-' if result['curvature'] is None else format(result['curvature'], '.4g')}",
+        f"the projector's hyperbolic space: {'-' if result['curvature'] is None else result.get('geometry', 'poincare') + ', c = ' + format(result['curvature'], '.4g')}",
         "",
         "| space | distance | "
         + " | ".join(f"top-1 k={k}" for k in ks)
@@ -217,7 +228,10 @@ def knn_eval(
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
         "checkpoint": ckpt["_path"],
-        **evaluate_knn(model, cfg, train, test, ks, temperature, delta_points, int(cfg["seed"])),
+        **evaluate_knn(
+            model, cfg, train, test, ks, temperature, delta_points, int(cfg["seed"]),
+            checkpoint=ckpt,
+        ),  # fmt: skip
     }
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     run_dir = Path(ckpt["_path"]).parent

@@ -24,7 +24,7 @@ import yaml
 
 from solo_hyper.config import resolve_device
 from solo_hyper.data import coarse_labels
-from solo_hyper.evaluation.features import ball_curvature, embed, evaluation_loaders
+from solo_hyper.evaluation.features import embed, evaluation_loaders, hyperbolic_space
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
 from solo_hyper.evaluation.linear import (
     default_config_path,
@@ -65,17 +65,23 @@ def robust_result(run_dir: Path) -> dict:
     return {"robust_acc1": None, "robust_protocol": None}
 
 
-def disk_map(model, cfg: dict, z: torch.Tensor, targets: torch.Tensor, seed: int = 0) -> dict:
+def disk_map(
+    model, cfg: dict, z: torch.Tensor, targets: torch.Tensor, seed: int = 0,
+    checkpoint: dict | None = None,
+) -> dict:  # fmt: skip
     """A 2-D disk map of up to DISK_POINTS test projector outputs, scaled to the unit disk.
 
-    Hyperbolic runs: their Poincare distances (curvature c) mapped onto the disk of the same c.
-    Others: the chordal distances of z/||z|| (the geometry of a cosine loss) on the disk of c = 1.
+    Hyperbolic runs (the space they declared): their geodesic distances (curvature -c) mapped
+    onto the disk of the same c. Others: the chordal distances of z/||z|| (the geometry of a
+    cosine loss) on the disk of c = 1.
     """
     g = torch.Generator().manual_seed(seed)
     keep = torch.randperm(len(targets), generator=g)[:DISK_POINTS]
-    c = ball_curvature(model, cfg, z)
-    if c is not None:
-        d, source = distance_matrix(z[keep], c), f"Poincare distances of z (c={c:.3g})"
+    space = hyperbolic_space(model, cfg, checkpoint)
+    if space is not None:
+        c = float(space.curvature)
+        d = distance_matrix(z[keep], space)
+        source = f"{space.name} distances of z (c={c:.3g})"
     else:
         c = 1.0
         d, source = distance_matrix(F.normalize(z[keep], dim=1)), "chordal distances of z/|z|"
@@ -126,14 +132,15 @@ def evaluate_run(
         if cached.get("protocol") == protocol:
             return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
-    model, cfg, _ = load_pretrained(ckpt_path)
+    model, cfg, ckpt = load_pretrained(ckpt_path)
     model.to(resolve_device(device, "--device"))
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
     train = embed(model, cfg, Progress(train_loader, "embedding train", not quiet))
     test = embed(model, cfg, Progress(val_loader, "embedding test", not quiet))
     knn = evaluate_knn(
-        model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN
-    )
+        model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN,
+        checkpoint=ckpt,
+    )  # fmt: skip
     linear = linear_probe(model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet)
     hierarchy = knn["hierarchy"].get("projector") or knn["hierarchy"]["backbone"]
     result = {
@@ -145,7 +152,10 @@ def evaluate_run(
         "curvature": knn["curvature"],
         **linear,
         "knn": knn,
-        "disk": disk_map(model, cfg, test.z, test.targets) if disk and test.z is not None else None,
+        "disk": (
+            disk_map(model, cfg, test.z, test.targets, checkpoint=ckpt)
+            if disk and test.z is not None else None
+        ),  # fmt: skip
         "eval_wall_time_s": round(time.perf_counter() - start, 2),
     }
     write_json_atomic(cache, result)

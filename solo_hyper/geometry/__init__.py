@@ -18,6 +18,7 @@ from solo_hyper.geometry.lorentz import (
 from solo_hyper.geometry.manifolds import (
     CURVED,
     GEOMETRIES,
+    LEGACY_DISTANCES,
     Euclidean,
     Lorentz,
     Manifold,
@@ -25,6 +26,7 @@ from solo_hyper.geometry.manifolds import (
     Sphere,
     check_geometry,
     make_space,
+    resolve_space,
     space_from_dict,
 )
 from solo_hyper.geometry.poincare import (
@@ -51,6 +53,7 @@ __all__ = [
     "GEOMETRIES",
     "GramForm",
     "Kernel",
+    "LEGACY_DISTANCES",
     "LINEAR",
     "Lorentz",
     "Manifold",
@@ -78,5 +81,6 @@ __all__ = [
     "poincare_distance_matrix",
     "poincare_to_lorentz",
     "project",
+    "resolve_space",
     "space_from_dict",
 ]

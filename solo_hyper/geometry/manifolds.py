@@ -50,7 +50,9 @@ __all__ = [
     "PoincareBall",
     "Sphere",
     "check_geometry",
+    "LEGACY_DISTANCES",
     "make_space",
+    "resolve_space",
     "space_from_dict",
 ]
 
@@ -320,6 +322,24 @@ def make_space(
     if cls.curved:
         return cls(curvature, learnable_curvature)
     return cls()
+
+
+# the earlier ``distance`` names of losses and configs, and the geometry each one meant
+LEGACY_DISTANCES = {"poincare": "poincare", "cosine": "sphere", "sq_euclidean": "sphere"}
+
+
+def resolve_space(space: Manifold | str, curvature: Curvature | None = None) -> Manifold:
+    """A ``Manifold`` as it is, or the space a geometry name or an earlier ``distance`` name
+    ("cosine", "sq_euclidean": the sphere) stands for (hyperbolic: curvature, default 0.1)."""
+    if isinstance(space, Manifold):
+        return space
+    name = LEGACY_DISTANCES.get(space, space)
+    if name not in _SPACES:
+        raise ValueError(
+            f"space must be a Manifold, a geometry {GEOMETRIES} or one of the earlier distance "
+            f"names {tuple(LEGACY_DISTANCES)}, got {space!r}"
+        )
+    return make_space(name, 0.1 if curvature is None else curvature)
 
 
 def space_from_dict(description: dict) -> Manifold:

@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from solo_hyper.distributed import gather_with_grad, rank
-from solo_hyper.geometry import Curvature, Manifold, PoincareBall, Sphere
+from solo_hyper.geometry import Curvature, Manifold, resolve_space
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
@@ -25,25 +25,8 @@ from solo_hyper.losses.infonce import (
 )
 
 Distance = Literal["poincare", "cosine"]
-_LEGACY_DISTANCES = ("poincare", "cosine")
 
-__all__ = ["Distance", "contrastive_loss", "resolve_space"]
-
-
-def resolve_space(
-    space: Manifold | str | None, c: Curvature | None = None
-) -> Manifold:
-    """The space of a loss call: a ``Manifold``, or the legacy ``distance`` names "poincare"
-    (the ball of curvature c, default 0.1) and "cosine" (the sphere)."""
-    if isinstance(space, Manifold):
-        return space
-    if space is None:
-        space = "poincare"
-    if space not in _LEGACY_DISTANCES:
-        raise ValueError(
-            f"distance must be one of {_LEGACY_DISTANCES} or a Manifold (space=...), got {space!r}"
-        )
-    return Sphere() if space == "cosine" else PoincareBall(0.1 if c is None else c)
+__all__ = ["Distance", "contrastive_loss"]
 
 
 def contrastive_loss(
@@ -80,7 +63,7 @@ def contrastive_loss(
     the plain autograd reference.
     """
     if space is None:
-        space = resolve_space(distance, c)
+        space = resolve_space("poincare" if distance is None else distance, c)
     _validate(z, targets, temperature)
     check_chunk_size(chunk_size)
 

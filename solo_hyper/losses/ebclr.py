@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from solo_hyper.distributed import gather_with_grad, rank, world_size
-from solo_hyper.geometry import LINEAR, Euclidean, GramForm, Manifold, PoincareBall, Sphere
+from solo_hyper.geometry import LINEAR, Euclidean, GramForm, Manifold, Sphere, resolve_space
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
@@ -42,20 +42,6 @@ from solo_hyper.losses.infonce import (
 )
 
 __all__ = ["ebclr_distance_matrix", "ebclr_energy_form", "ebclr_log_density", "ebclr_loss"]
-
-# the earlier ``distance`` names (points are now expected on the space, see the docstring)
-_LEGACY = ("sq_euclidean", "poincare")
-
-
-def _resolve_space(space: Manifold | str | None, c: float | None) -> Manifold:
-    if isinstance(space, Manifold):
-        return space
-    if space is None or space == "sq_euclidean":
-        return Sphere()
-    if space == "poincare":
-        return PoincareBall(0.1 if c is None else c)
-    raise ValueError(f"space must be a Manifold (or one of {_LEGACY}), got {space!r}")
-
 
 def ebclr_energy_form(space: Manifold, z: Tensor, z_ref: Tensor) -> GramForm:
     """D(z_i, z_ref_j) as a Gram form (see the module docstring for D per space)."""
@@ -97,7 +83,7 @@ def ebclr_distance_matrix(
     z: Tensor, z_ref: Tensor, space: Manifold | str | None = None, c: float | None = None
 ) -> Tensor:
     """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast."""
-    space = _resolve_space(space, c)
+    space = resolve_space("sq_euclidean" if space is None else space, c)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
     if z.shape[1] != z_ref.shape[1]:
@@ -123,7 +109,7 @@ def ebclr_log_density(
     z_ref detached).
     """
     _check_temperature(temperature)
-    space = _resolve_space(space, c)
+    space = resolve_space("sq_euclidean" if space is None else space, c)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
     with torch.autocast(device_type=z.device.type, enabled=False):
@@ -162,7 +148,7 @@ def ebclr_loss(
     times, so that the ranks' mean loss equals the single-process loss on the whole batch.
     """
     _check_temperature(temperature)
-    space = _resolve_space(space, c)
+    space = resolve_space("sq_euclidean" if space is None else space, c)
     for name, z in (("z1", z1), ("z2", z2), ("z_sgld", z_sgld)):
         _check_2d(name, z)
     if z1.shape != z2.shape:

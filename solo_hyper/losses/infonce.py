@@ -3,14 +3,19 @@
 A ``GramForm`` (``solo_hyper.geometry.gram``) gives the logits of N anchors against M
 candidates as one matrix product and an elementwise kernel phi. Per anchor i the losses need
     lse_i = log sum_{j != i} exp(L_ij)       and   pos_i = sum_{j in P(i)} L_ij
-(self pairs excluded when the anchors are among the candidates). Three implementations:
+(self pairs excluded when the anchors are among the candidates). The implementations:
 
 - ``info_nce_reference``: plain autograd on the (N, M) logit matrix (the reference);
 - ``_FusedInfoNCE``: one pass with a hand-written backward that keeps exp(L - rowmax), the
   positive mask and phi'(P): O(N M) memory, ~3 N x M buffers;
-- ``_ChunkedRowTerms``: blocks of K anchors against all M candidates, an exact per-row
-  log-sum-exp in the forward and recomputation of each block in the backward: peak memory
-  O(K M + (N + M) D) instead of O(N M), for about one extra matmul and kernel pass.
+- ``_ChunkedInfoNCE``: blocks of K anchors against all M candidates: peak memory
+  O(K M + (N + M) D) instead of O(N M). Each block holds complete rows, so its log-sum-exp is
+  exact and, the loss being a scalar, the block's gradient contributions to a, b and the scale
+  are accumulated in the same pass (scaled by the upstream gradient in the backward): no
+  recomputation, the fused path's three matmuls and about its elementwise passes;
+- ``_ChunkedRowLogSumExp``: per-row outputs (EBCLR's log q, a vector whose upstream gradient
+  is only known in the backward): an exact per-row log-sum-exp in blocks in the forward and
+  recomputation of each block in the backward (one extra matmul and kernel pass).
 
 With softmax p over the candidates and upstream gradients g (per row of lse) and h (per row of
 pos), dLoss/dL_ij = g_i p_ij + h_i [j in P(i)], dL/dP = scale phi'(P), so
@@ -111,31 +116,21 @@ def info_nce(
         return _FusedInfoNCE.apply(
             form.a, form.b, form.scale, form.kernel, targets, targets_all, offset
         )
-    lse, positive_sum, count = _ChunkedRowTerms.apply(
-        form.a, form.b, form.scale, form.kernel, targets, targets_all, offset, True, chunk_size
+    return _ChunkedInfoNCE.apply(
+        form.a, form.b, form.scale, form.kernel, targets, targets_all, offset, chunk_size
     )
-    valid = count > 0
-    per_anchor = torch.where(valid, lse - positive_sum / count.clamp_min(1), 0)
-    return per_anchor.sum() / valid.sum().clamp_min(1)
 
 
-def row_logsumexp(form: GramForm, chunk_size: int | None = None) -> torch.Tensor:
-    """log sum_j exp(L_ij) over all M candidates (no self pair, no positive): (N,).
-
-    ``chunk_size`` None: plain autograd on the (N, M) logits; K: blocks of K rows."""
-    if chunk_size is None:
-        return torch.logsumexp(form.matrix(), dim=1)
-    lse, _, _ = _ChunkedRowTerms.apply(
-        form.a, form.b, form.scale, form.kernel, None, None, 0, False, chunk_size
-    )
-    return lse
+def positive_counts(targets: torch.Tensor, targets_all: torch.Tensor) -> torch.Tensor:
+    """|P(i)| = #{j != i : targets_all_j = targets_i} for anchors that are among the candidates,
+    in O((N + M) log M) without an N x M mask."""
+    values, counts = torch.unique(targets_all, return_counts=True)
+    return counts[torch.searchsorted(values, targets)] - 1
 
 
-class _ChunkedRowTerms(torch.autograd.Function):
-    """(lse (N,), positive logit sum (N,), positive count (N,)) in blocks of ``chunk`` rows.
-
-    Saves only a, b and lse; each block's logits are recomputed in the backward from one
-    (K, D) x (D, M) product.
+class _ChunkedInfoNCE(torch.autograd.Function):
+    """The InfoNCE of ``info_nce`` in blocks of ``chunk`` anchors, gradients accumulated in the
+    forward pass (see the module docstring); backward multiplies them by the upstream gradient.
     """
 
     @staticmethod
@@ -145,61 +140,120 @@ class _ChunkedRowTerms(torch.autograd.Function):
         b: torch.Tensor,
         scale: float | torch.Tensor,
         kernel: Kernel,
-        targets: torch.Tensor | None,
-        targets_all: torch.Tensor | None,
+        targets: torch.Tensor,
+        targets_all: torch.Tensor,
         offset: int,
-        exclude_self: bool,
         chunk: int,
-    ):
+    ) -> torch.Tensor:
+        need_a, need_b, need_scale = ctx.needs_input_grad[:3]
+        need_ab = need_a or need_b
+        count = positive_counts(targets, targets_all).to(a.dtype)
+        valid = count > 0
+        n_valid = valid.sum().clamp_min(1)
+        # dLoss/dL_ij = row_weight_i (|P(i)| p_ij - [j in P(i)]); invalid rows are 0
+        row_weight = torch.where(valid, 1 / (n_valid * count.clamp_min(1)), 0)
+        grad_a = torch.empty_like(a) if need_a else None
+        grad_b = torch.zeros_like(b) if need_b else None
+        grad_scale = a.new_zeros(())
+        total = a.new_zeros(())
+        n = a.shape[0]
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                rows = slice(start, min(start + chunk, n))
+                a_rows = a[rows]
+                phi, dphi = kernel.apply_(a_rows @ b.T, need_ab)
+                logits = phi.mul(scale) if need_scale else phi.mul_(scale)
+                positives = _block_positives(targets[rows], targets_all, offset, start)
+                positive_sum = torch.where(positives, logits, 0).sum(dim=1)
+                _self_pairs(logits, offset + start).fill_(float("-inf"))
+                row_max = logits.amax(dim=1, keepdim=True)
+                row_max.masked_fill_(~torch.isfinite(row_max), 0)  # a lone anchor
+                exp_logits = logits.sub_(row_max).exp_()
+                exp_sum = exp_logits.sum(dim=1)
+                lse = row_max.squeeze(1) + exp_sum.log()
+                block_count, block_valid = count[rows], valid[rows]
+                total += torch.where(
+                    block_valid, lse - positive_sum / block_count.clamp_min(1), 0
+                ).sum()
+                if not (need_ab or need_scale):
+                    continue
+                softmax_scale = torch.where(block_valid, block_count / exp_sum, 0)
+                grad = exp_logits.mul_(softmax_scale[:, None]).add_(positives, alpha=-1)
+                weight = row_weight[rows]
+                if need_scale:
+                    grad_scale += (torch.linalg.vecdot(grad, phi) * weight).sum()
+                if not need_ab:
+                    continue
+                if dphi is not None:
+                    grad.mul_(dphi)
+                weight = weight * scale
+                if need_a:
+                    grad_a[rows] = (grad @ b).mul_(weight[:, None])
+                if need_b:
+                    grad_b.addmm_(grad.T, a_rows * weight[:, None])
+        learnable_scale = scale if isinstance(scale, torch.Tensor) else None
+        ctx.save_for_backward(grad_a, grad_b, grad_scale, learnable_scale)
+        return total / n_valid
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: torch.Tensor):  # type: ignore[override]
+        grad_a, grad_b, grad_scale, scale = ctx.saved_tensors
+        need_a, need_b, need_scale = ctx.needs_input_grad[:3]
+        out_scale = None
+        if need_scale:
+            out_scale = (grad_scale * grad_loss).reshape(scale.shape).to(scale.dtype)
+        return (
+            grad_a * grad_loss if need_a else None,
+            grad_b * grad_loss if need_b else None,
+            out_scale, None, None, None, None, None,
+        )  # fmt: skip
+
+
+def row_logsumexp(form: GramForm, chunk_size: int | None = None) -> torch.Tensor:
+    """log sum_j exp(L_ij) over all M candidates (no self pair, no positive): (N,).
+
+    ``chunk_size`` None: plain autograd on the (N, M) logits; K: blocks of K rows."""
+    if chunk_size is None:
+        return torch.logsumexp(form.matrix(), dim=1)
+    return _ChunkedRowLogSumExp.apply(form.a, form.b, form.scale, form.kernel, chunk_size)
+
+
+class _ChunkedRowLogSumExp(torch.autograd.Function):
+    """lse_i = log sum_j exp(L_ij) (N,) in blocks of ``chunk`` rows; saves only a, b and lse and
+    recomputes each block's logits in the backward from one (K, D) x (D, M) product:
+    dLoss/dL_ij = g_i softmax_ij."""
+
+    @staticmethod
+    def forward(ctx, a, b, scale, kernel: Kernel, chunk: int):  # type: ignore[override]
         n = a.shape[0]
         lse = a.new_empty(n)
-        positive_sum = a.new_zeros(n)
-        count = a.new_zeros(n)
         with torch.no_grad():
             for start in range(0, n, chunk):
                 rows = slice(start, min(start + chunk, n))
                 phi, _ = kernel.apply_(a[rows] @ b.T, False)
-                logits = phi.mul_(scale)
-                if targets is not None:
-                    positives = _block_positives(targets[rows], targets_all, offset, start)
-                    count[rows] = positives.sum(dim=1).to(a.dtype)
-                    positive_sum[rows] = torch.where(positives, logits, 0).sum(dim=1)
-                if exclude_self:
-                    _self_pairs(logits, offset + start).fill_(float("-inf"))
-                lse[rows] = torch.logsumexp(logits, dim=1)
+                lse[rows] = torch.logsumexp(phi.mul_(scale), dim=1)
         learnable_scale = scale if isinstance(scale, torch.Tensor) else None
-        ctx.save_for_backward(a, b, lse, targets, targets_all, learnable_scale)
+        ctx.save_for_backward(a, b, lse, learnable_scale)
         ctx.float_scale = None if learnable_scale is not None else scale
-        ctx.kernel, ctx.offset, ctx.exclude_self, ctx.chunk = kernel, offset, exclude_self, chunk
-        ctx.mark_non_differentiable(count)
-        return lse, positive_sum, count
+        ctx.kernel, ctx.chunk = kernel, chunk
+        return lse
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_lse, grad_positive, _grad_count):  # type: ignore[override]
-        a, b, lse, targets, targets_all, scale = ctx.saved_tensors
+    def backward(ctx, grad_lse):  # type: ignore[override]
+        a, b, lse, scale = ctx.saved_tensors
         if scale is None:
             scale = ctx.float_scale
         need_a, need_b, need_scale = ctx.needs_input_grad[:3]
-        if grad_lse is None:
-            grad_lse = torch.zeros_like(lse)
-        # rows without any candidate have lse = -inf and all logits -inf: softmax 0, not NaN
-        lse = torch.where(torch.isfinite(lse), lse, 0)
         grad_a = torch.empty_like(a) if need_a else None
         grad_b = torch.zeros_like(b) if need_b else None
         grad_scale = a.new_zeros(()) if need_scale else None
-        n = a.shape[0]
-        for start in range(0, n, ctx.chunk):
-            rows = slice(start, min(start + ctx.chunk, n))
+        for start in range(0, a.shape[0], ctx.chunk):
+            rows = slice(start, min(start + ctx.chunk, a.shape[0]))
             a_rows = a[rows]
             phi, dphi = ctx.kernel.apply_(a_rows @ b.T, need_a or need_b)
-            logits = phi * scale
-            if ctx.exclude_self:
-                _self_pairs(logits, ctx.offset + start).fill_(float("-inf"))
-            grad = logits.sub_(lse[rows, None]).exp_().mul_(grad_lse[rows, None])
-            if targets is not None and grad_positive is not None:
-                positives = _block_positives(targets[rows], targets_all, ctx.offset, start)
-                grad.addcmul_(positives, grad_positive[rows, None])
+            grad = (phi * scale).sub_(lse[rows, None]).exp_().mul_(grad_lse[rows, None])
             if need_scale:
                 grad_scale += torch.linalg.vecdot(grad, phi).sum()
             if not (need_a or need_b):
@@ -213,7 +267,7 @@ class _ChunkedRowTerms(torch.autograd.Function):
                 grad_b.addmm_(grad.T, a_rows)
         if need_scale:
             grad_scale = grad_scale.reshape(scale.shape).to(scale.dtype)
-        return grad_a, grad_b, grad_scale, None, None, None, None, None, None
+        return grad_a, grad_b, grad_scale, None, None
 
 
 def _block_positives(

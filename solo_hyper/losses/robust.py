@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.geometry import Curvature, Manifold
-from solo_hyper.losses.contrastive import Distance, contrastive_loss, resolve_space
+from solo_hyper.geometry import Curvature, Manifold, resolve_space
+from solo_hyper.losses.contrastive import Distance, contrastive_loss
 
 __all__ = ["adversarial_view_loss", "robust_contrastive_loss"]
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from solo_hyper.geometry import GEOMETRIES, Manifold, check_geometry, make_space
+from solo_hyper.geometry import (
+    GEOMETRIES,
+    LEGACY_DISTANCES,
+    Manifold,
+    check_geometry,
+    make_space,
+)
 from solo_hyper.losses.infonce import check_chunk_size
 
-# the earlier ``distance`` key, kept as an alias so that old configs and checkpoints still load
-LEGACY_DISTANCES = {"poincare": "poincare", "cosine": "sphere", "sq_euclidean": "sphere"}
 CHECKPOINT_KEY = "embedding_space"
 
 
@@ -18,7 +22,9 @@ def space_args(geometry: str) -> dict[str, Any]:
     """The arguments of a method whose embeddings live in ``geometry`` by default."""
     return {
         "geometry": geometry,  # one of GEOMETRIES
-        "distance": None,  # deprecated alias: poincare | cosine (sphere) | sq_euclidean (sphere)
+        # the earlier key, an alias kept so that old configs and checkpoints still load:
+        # poincare | cosine (sphere) | sq_euclidean (sphere)
+        "distance": None,
         "curvature": 0.1,  # c of the hyperbolic spaces (curvature -c)
         "learnable_curvature": False,
         "chunk_size": None,  # null: fused loss; K or auto: blocks of K anchors, O(K M) memory

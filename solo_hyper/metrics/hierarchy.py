@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.geometry import poincare_distance_matrix
+from solo_hyper.geometry import Manifold, PoincareBall
 
 
 def gromov_products(d: torch.Tensor, base: int = 0) -> torch.Tensor:
@@ -61,16 +61,18 @@ def delta_hyperbolicity(d: torch.Tensor, base: int | None = 0) -> dict[str, floa
     return {"delta": delta, "diameter": diameter, "relative_delta": relative}
 
 
-def distance_matrix(x: torch.Tensor, curvature: float | None = None) -> torch.Tensor:
-    """Pairwise distances in float64: Poincare for points on the ball of curvature c, else
-    Euclidean; the diagonal is exactly 0."""
+def distance_matrix(x: torch.Tensor, space: Manifold | float | None = None) -> torch.Tensor:
+    """Pairwise distances in float64: the geodesic distance of ``space`` (a number: the Poincare
+    ball of that curvature), Euclidean for None; the diagonal is exactly 0."""
     x = x.double()
-    d = torch.cdist(x, x) if curvature is None else poincare_distance_matrix(x, x, curvature)
+    if space is not None and not isinstance(space, Manifold):
+        space = PoincareBall(float(space))
+    d = torch.cdist(x, x) if space is None else space.distance_matrix(x, x)
     return d.fill_diagonal_(0.0)
 
 
 def sample_delta(
-    x: torch.Tensor, curvature: float | None = None, num_points: int = 500, seed: int = 0
+    x: torch.Tensor, space: Manifold | float | None = None, num_points: int = 500, seed: int = 0
 ) -> dict[str, float]:
     """delta-hyperbolicity of a random subset of ``num_points`` embeddings (the first as base)."""
     if num_points < 4:
@@ -79,7 +81,7 @@ def sample_delta(
         )
     g = torch.Generator().manual_seed(seed)
     keep = torch.randperm(x.shape[0], generator=g)[: min(num_points, x.shape[0])]
-    out = delta_hyperbolicity(distance_matrix(x[keep], curvature))
+    out = delta_hyperbolicity(distance_matrix(x[keep], space))
     out["num_points"] = int(keep.numel())
     return out
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from solo_hyper.geometry import poincare_distance_matrix
+from solo_hyper.geometry import CURVED, Manifold, make_space
 
-DISTANCES = ("cosine", "euclidean", "poincare")
+DISTANCES = ("cosine", "euclidean", *CURVED)  # a hyperbolic space's name: its geodesic distance
 
 
 def nearest_neighbours(
@@ -26,10 +26,16 @@ def nearest_neighbours(
     curvature: float = 0.1,
     chunk_size: int = 1024,
     epsilon: float = 1e-5,
+    space: Manifold | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(vote weights, training indices), both (N_test, k), nearest first."""
+    """(vote weights, training indices), both (N_test, k), nearest first.
+
+    A hyperbolic ``distance`` ("poincare", "lorentz") is the geodesic distance of ``space``
+    (default: that space with ``curvature``)."""
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    if distance in CURVED and space is None:
+        space = make_space(distance, curvature)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     k = min(k, train_features.shape[0])
@@ -46,7 +52,7 @@ def nearest_neighbours(
             if distance == "euclidean":
                 d = torch.cdist(x, train_features)
             else:
-                d = poincare_distance_matrix(x, train_features, curvature)
+                d = space.distance_matrix(x, train_features)
             dist, idx = d.topk(k, dim=1, largest=False)
             weight = 1.0 / (dist + epsilon)
         weights.append(weight)

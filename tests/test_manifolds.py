@@ -1,0 +1,204 @@
+"""Manifold objects (solo_hyper.geometry.manifolds): the hyperboloid against the Poincare ball
+(the isometry), exact 50-digit arithmetic and geoopt; maps, constraints, gradients at radius 20
+in float32 and bf16, the factory's checks and the serialised description."""
+
+from __future__ import annotations
+
+import geoopt
+import mpmath
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from solo_hyper.geometry import (
+    GEOMETRIES,
+    Euclidean,
+    Lorentz,
+    PoincareBall,
+    Sphere,
+    lorentz_inner,
+    lorentz_to_poincare,
+    make_space,
+    poincare_distance,
+    poincare_to_lorentz,
+    space_from_dict,
+)
+from solo_hyper.losses import contrastive_loss
+
+CURVATURES = [0.1, 0.5, 1.0, 2.0]
+
+
+def _tangent(n: int, dim: int, seed: int, scale: float = 1.0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return scale * torch.randn(n, dim, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("c", CURVATURES)
+def test_lorentz_distance_equals_poincare_distance_of_the_isometric_images(c):
+    """d_L(x, y) = d_P(phi(x), phi(y)) with phi(x) = x_s / (1 + sqrt(c) x_0), to 1e-9 relative;
+    the ball side is Eq. 2 through Mobius addition, not a Gram form."""
+    lorentz = make_space("lorentz", c)
+    x = lorentz.expmap0(_tangent(12, 4, seed=1, scale=1.5 / c**0.5))
+    d_lorentz = lorentz.distance_matrix(x, x)
+    p = lorentz_to_poincare(x, c)
+    d_ball = poincare_distance(p[:, None], p[None], c)
+    off = ~torch.eye(12, dtype=torch.bool)
+    torch.testing.assert_close(d_lorentz[off], d_ball[off], rtol=1e-9, atol=0)
+    torch.testing.assert_close(poincare_to_lorentz(p, c), x, rtol=1e-12, atol=1e-12)
+
+
+def _mp_lorentz_distance(x: list[float], y: list[float], c: float) -> mpmath.mpf:
+    """(1/sqrt c) arcosh(-c <x, y>_L) in 50-digit arithmetic."""
+    with mpmath.workdps(50):
+        c = mpmath.mpf(c)
+        inner = -mpmath.mpf(x[0]) * mpmath.mpf(y[0]) + mpmath.fsum(
+            mpmath.mpf(a) * mpmath.mpf(b) for a, b in zip(x[1:], y[1:])
+        )
+        return mpmath.acosh(-c * inner) / mpmath.sqrt(c)
+
+
+@pytest.mark.parametrize("c", CURVATURES)
+def test_lorentz_distance_matches_exact_arithmetic_and_geoopt(c):
+    lorentz = make_space("lorentz", c)
+    x = lorentz.expmap0(_tangent(6, 3, seed=2, scale=2.0 / c**0.5))
+    y = lorentz.expmap0(_tangent(5, 3, seed=3, scale=2.0 / c**0.5))
+    d = lorentz.distance_matrix(x, y)
+    exact = torch.tensor(
+        [[float(_mp_lorentz_distance(a.tolist(), b.tolist(), c)) for b in y] for a in x],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(d, exact, rtol=1e-9, atol=0)
+    # geoopt's Lorentz(k) is the hyperboloid -x_0^2 + |x_s|^2 = -k: k = 1/c (a float64 k: its
+    # default float32 parameter would round c)
+    oracle = geoopt.Lorentz(k=torch.tensor(1 / c, dtype=torch.float64))
+    torch.testing.assert_close(d, oracle.dist(x[:, None], y[None]), rtol=1e-9, atol=0)
+    v = _tangent(4, 3, seed=4)
+    tangent = torch.cat([torch.zeros(4, 1, dtype=v.dtype), v], dim=1)
+    torch.testing.assert_close(lorentz.expmap0(v), oracle.expmap0(tangent), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        lorentz.logmap0(lorentz.expmap0(v)), oracle.logmap0(oracle.expmap0(tangent))[:, 1:]
+    )
+
+
+@pytest.mark.parametrize("c", CURVATURES)
+def test_poincare_space_matches_geoopt(c):
+    """Away from the boundary (test_geometry covers it against 50-digit arithmetic)."""
+    ball = make_space("poincare", c)
+    v = _tangent(7, 5, seed=5, scale=0.5 / c**0.5)
+    x = ball.expmap0(v)
+    oracle = geoopt.PoincareBall(c=torch.tensor(c, dtype=torch.float64))
+    d = ball.distance_matrix(x, x)
+    off = ~torch.eye(7, dtype=torch.bool)
+    torch.testing.assert_close(d[off], oracle.dist(x[:, None], x[None])[off], rtol=1e-9, atol=0)
+    torch.testing.assert_close(x, oracle.expmap0(v))
+
+
+@pytest.mark.parametrize("c", CURVATURES)
+def test_lorentz_points_lie_on_the_hyperboloid_and_maps_invert(c):
+    lorentz = make_space("lorentz", c)
+    v = _tangent(10, 6, seed=6, scale=3.0)
+    x = lorentz.expmap0(v)
+    assert x.shape == (10, 7) and lorentz.point_dim(6) == 7
+    assert bool((x[:, 0] > 0).all())
+    # -x_0^2 + |x_s|^2 cancels: one ulp of x_0^2 is the rounding of the check itself
+    ulp = 4 * torch.finfo(x.dtype).eps * x[:, 0] ** 2
+    assert bool(((lorentz_inner(x, x) + 1 / c).abs() <= ulp).all())
+    torch.testing.assert_close(lorentz.logmap0(x), v, rtol=1e-10, atol=1e-12)
+    # the distance to the origin is the tangent norm
+    origin = lorentz.expmap0(torch.zeros(1, 6, dtype=x.dtype))
+    torch.testing.assert_close(lorentz.distance_matrix(origin, x)[0], v.norm(dim=1))
+    # project recomputes the time coordinate of points that drifted off
+    drifted = x.clone()
+    drifted[:, 0] *= 1.001
+    torch.testing.assert_close(lorentz.project(drifted), x)
+
+
+def test_lorentz_distance_matrix_never_builds_an_n_by_m_by_d_tensor():
+    lorentz = make_space("lorentz", 0.5)
+    x = lorentz.expmap0(_tangent(40, 16, seed=7))
+    largest = []
+
+    class Sizes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    largest.append(t.numel())
+            return out
+
+    with Sizes():
+        lorentz.distance_matrix(x, x)
+    assert max(largest) <= 40 * 40
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("geometry", ["lorentz", "poincare"])
+def test_gradients_are_finite_at_radius_twenty(precision, geometry):
+    """sqrt(c) * radius = 20: the ball rounds onto its float32 margin, cosh(20) ~ 2.4e8 on the
+    hyperboloid; loss and gradients (points, curvature) stay finite."""
+    c = 1.0
+    space = make_space(geometry, c, learnable_curvature=True)
+    g = torch.Generator().manual_seed(8)
+    directions = torch.nn.functional.normalize(torch.randn(8, 4, generator=g), dim=1)
+    v = (20.0 * directions).requires_grad_(True)
+    ids = torch.arange(4).repeat(2)
+    context = (
+        torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else torch.no_grad()
+    )
+    if precision == "fp32":
+        context = torch.enable_grad()
+    with context:
+        z = space.expmap0(v.bfloat16() if precision == "bf16" else v)
+        loss = contrastive_loss(z, ids, 0.2, space=space)
+        d = space.distance_matrix(z, z)
+    (loss + d.sum()).backward()
+    assert torch.isfinite(loss) and bool(torch.isfinite(d).all())
+    assert bool(torch.isfinite(v.grad).all()) and bool(torch.isfinite(space.raw_curvature.grad))
+    if geometry == "lorentz":  # far points stay resolved: distances ~ 2 * 20 * sin(angle / 2)
+        assert float(d.max()) > 20
+
+
+def test_euclidean_and_sphere_distances():
+    x, y = _tangent(5, 3, seed=9), _tangent(4, 3, seed=10)
+    torch.testing.assert_close(Euclidean().distance_matrix(x, y), torch.cdist(x, y))
+    cos = torch.nn.functional.normalize(x, dim=1) @ torch.nn.functional.normalize(y, dim=1).T
+    sphere = Sphere()
+    torch.testing.assert_close(sphere.similarity_matrix(x, y), cos)
+    torch.testing.assert_close(sphere.distance_matrix(x, y), torch.arccos(cos))
+    torch.testing.assert_close(sphere.expmap0(x).norm(dim=1), torch.ones(5, dtype=x.dtype))
+    torch.testing.assert_close(Euclidean().similarity_matrix(x, y), -torch.cdist(x, y))
+
+
+def test_factory_refuses_unknown_names_and_non_positive_curvature():
+    with pytest.raises(ValueError, match=r"one of \('poincare', 'lorentz', 'euclidean', "
+                       r"'sphere'\), got 'lorenz' \(did you mean 'lorentz'\?\)"):  # fmt: skip
+        make_space("lorenz", 1.0)
+    for bad in (0.0, -1.0, float("nan"), None, "big", True):
+        with pytest.raises(ValueError, match="curvature"):
+            make_space("poincare", bad)
+        with pytest.raises(ValueError, match="curvature"):
+            make_space("lorentz", bad)
+    # the flat and spherical spaces have no free curvature
+    assert make_space("sphere", None).curvature == 1.0
+    assert make_space("euclidean", None).curvature == 0.0
+    assert GEOMETRIES == ("poincare", "lorentz", "euclidean", "sphere")
+
+
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_description_round_trips(name):
+    space = make_space(name, 0.3, learnable_curvature=True)
+    rebuilt = space_from_dict(space.to_dict())
+    assert type(rebuilt) is type(space) and rebuilt.to_dict() == space.to_dict()
+    if space.curved:
+        assert rebuilt.to_dict()["curvature"] == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="name"):
+        space_from_dict({"curvature": 1.0})
+
+
+def test_learnable_curvature_is_a_parameter_and_a_fixed_one_is_exact():
+    learnable = make_space("lorentz", 0.7, learnable_curvature=True)
+    assert [p for p in learnable.parameters()] == [learnable.raw_curvature]
+    assert float(learnable.curvature) == pytest.approx(0.7, rel=1e-6)
+    fixed = make_space("poincare", 0.7)
+    assert list(fixed.parameters()) == [] and fixed.curvature == 0.7
+    assert isinstance(fixed, PoincareBall) and isinstance(learnable, Lorentz)
