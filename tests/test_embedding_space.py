@@ -134,3 +134,11 @@ def test_bad_space_arguments_are_refused_before_work(method, kwargs, message):
     cfg = tiny_config(method, method_kwargs={**SMALL, **kwargs})
     with pytest.raises(ConfigError, match=message):
         prepare(None, base=cfg)
+
+
+@pytest.mark.parametrize("geometry", ["lorentz", "sphere"])
+def test_geometry_ablation_configs_build_hcl_on_their_space(geometry):
+    """configs/geometry/: HCL's Fashion-MNIST config with another embedding space (issue 15.6)."""
+    prep = prepare(f"configs/geometry/fashionmnist-hcl-{geometry}.yaml")
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    assert prep.cfg["method"] == "hcl" and model.embedding_space.name == geometry

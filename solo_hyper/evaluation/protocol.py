@@ -81,7 +81,7 @@ def disk_map(
     if space is not None:
         c = float(space.curvature)
         d = distance_matrix(z[keep], space)
-        source = f"{space.name} distances of z (c={c:.3g})"
+        source = f"{space.name.capitalize()} distances of z (c={c:.3g})"
     else:
         c = 1.0
         d, source = distance_matrix(F.normalize(z[keep], dim=1)), "chordal distances of z/|z|"
