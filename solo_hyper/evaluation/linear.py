@@ -95,6 +95,11 @@ def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> di
     raw = load_config(path, overrides)
     _check_keys(raw, LINEAR_DEFAULTS)
     cfg = merge(LINEAR_DEFAULTS, raw)
+    # optimizer.kwargs belong to one optimiser: given (or for another optimiser), they replace
+    # the default SGD's {momentum: 0.9}, which Adam would refuse
+    given = raw.get("optimizer") or {}
+    if "kwargs" in given or given.get("name", "sgd") != LINEAR_DEFAULTS["optimizer"]["name"]:
+        cfg["optimizer"]["kwargs"] = dict(given.get("kwargs") or {})
     if cfg["features"] not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
     epochs = cfg["max_epochs"]
