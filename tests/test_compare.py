@@ -255,3 +255,22 @@ def test_seeds_and_a_seed_override_conflict(tmp_path, capsys):
             "--set", "seed=3"]  # fmt: skip
     assert main(args) == 2
     assert "--seeds, not --set seed" in capsys.readouterr().err
+
+
+def test_pairs_resolve_by_stem_in_hyphenated_folders_and_default_pairs_need_one_folder():
+    from solo_hyper.evaluation.compare import plan
+    from solo_hyper.evaluation.seeds import resolve_pairs
+
+    study = sorted(str(p) for p in Path("configs/ebclr/batch-study").glob("*.yaml"))
+    todo = plan(study, "unused-out", 1, (), seeds=["0", "1"],
+                pairs=["ebclr-b16:simclr-b16", "batch-study-ebclr-b64:simclr-b64"])  # fmt: skip
+    assert todo.pairs == [("batch-study-ebclr-b16", "batch-study-simclr-b16"),
+                          ("batch-study-ebclr-b64", "batch-study-simclr-b64")]  # fmt: skip
+    assert len(todo.runs) == 2 * len(study) and todo.seeds == [0, 1]
+    assert {prep.cfg["name"] for _, prep in todo.runs} >= {"batch-study-ebclr-b16-s0"}
+    assert not Path("unused-out").exists()  # planning writes nothing
+    fm, c10 = "configs/pretrain/fashionmnist", "configs/pretrain/cifar10"
+    assert resolve_pairs([f"{fm}/hcl.yaml", f"{c10}/simclr.yaml"], None) == []
+    assert resolve_pairs([f"{fm}/shcl.yaml", f"{fm}/supcon.yaml", f"{fm}/hcl.yaml"], None) == [
+        ("fashionmnist-shcl", "fashionmnist-supcon")
+    ]

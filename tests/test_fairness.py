@@ -70,3 +70,27 @@ def test_shcl_curvature_on_cifar10_is_one_the_paper_tuned():
     assert prepare("configs/pretrain/cifar10/shcl.yaml").cfg["method_kwargs"]["curvature"] in (
         0.1, 0.2,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("dataset", ["fashionmnist", "cifar10", "cifar100"])
+def test_ebclr_linear_protocol_is_its_papers(dataset):
+    import torch
+
+    from solo_hyper.evaluation.linear import load_linear_config
+    from solo_hyper.solo import adapter
+
+    cfg = load_linear_config(f"configs/linear/ebclr-{dataset}.yaml")
+    assert cfg["features"] == "precomputed" and cfg["max_epochs"] == 200
+    assert cfg["scheduler"]["name"] == "none" and cfg["data"]["train_subset"] is None
+    head = adapter.build_linear_model(None, 16, 10, cfg)
+    optimizer = head.configure_optimizers()
+    optimizer = optimizer[0][0] if isinstance(optimizer, tuple) else optimizer
+    optimizer = optimizer[0] if isinstance(optimizer, list) else optimizer
+    assert isinstance(optimizer, torch.optim.Adam)  # no SGD momentum carried over
+    group = optimizer.param_groups[0]
+    assert (group["lr"], group["weight_decay"], cfg["optimizer"]["batch_size"]) == (1e-3, 0.0, 512)
+
+
+def test_ebclr_table_configs_run_the_papers_100_epochs():
+    for path in sorted(Path("configs/ebclr").rglob("*.yaml")):
+        assert prepare(str(path)).cfg["max_epochs"] == 100, path

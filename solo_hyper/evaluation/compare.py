@@ -137,7 +137,7 @@ def plan(
     seed_list = parse_seeds(seeds) if seeds is not None else None
     if seed_list is not None and any(str(o).split("=", 1)[0] == "seed" for o in overrides):
         raise ConfigError("give the seeds with --seeds, not --set seed=...")
-    pair_list = resolve_pairs(labels, pairs)
+    pair_list = resolve_pairs(list(configs), pairs)
     runs = []
     for path, label in zip(configs, labels):
         for seed in seed_list if seed_list is not None else [None]:

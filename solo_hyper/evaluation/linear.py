@@ -31,6 +31,7 @@ from solo_hyper.config import (
     ConfigError,
     Schema,
     closest,
+    load_config,
     positive_int_or_none,
     resolve_device,
 )
@@ -88,7 +89,14 @@ def default_config_path(dataset: str) -> Path | None:
 
 def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> dict:
     """The linear-evaluation config: defaults < YAML < overrides, fully checked."""
-    return LINEAR.load(path, overrides)
+    raw = load_config(path, overrides)
+    cfg = LINEAR.complete(raw)
+    # optimizer.kwargs belong to one optimiser: given (or for another optimiser), they replace
+    # the default SGD's {momentum: 0.9}, which Adam would refuse
+    given = raw.get("optimizer") or {}
+    if "kwargs" in given or given.get("name", "sgd") != LINEAR_DEFAULTS["optimizer"]["name"]:
+        cfg["optimizer"]["kwargs"] = dict(given.get("kwargs") or {})
+    return cfg
 
 
 def check_linear_values(cfg: dict) -> None:

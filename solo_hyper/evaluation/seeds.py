@@ -64,32 +64,36 @@ def check_labels(configs: list[str]) -> list[str]:
     return labels
 
 
-def _resolve(name: str, labels: list[str]) -> str:
+def _resolve(name: str, labels: dict[str, str]) -> str:
+    """The label of the config a --pairs name means: its label or its unique file stem."""
     if name in labels:
         return name
-    matches = [x for x in labels if x.split("-", 1)[1] == name]
+    matches = [label for label, stem in labels.items() if stem == name]
     if len(matches) == 1:
         return matches[0]
-    stems = sorted({x.split("-", 1)[1] for x in labels})
     if matches:
         raise ConfigError(
             f"--pairs: {name!r} names several configs ({', '.join(matches)}); use one of these"
         )
+    stems = sorted(set(labels.values()))
     raise ConfigError(
-        f"--pairs: no compared config is called {name!r}{closest(name, stems + labels)}; "
-        f"the configs are {', '.join(labels)} (a stem such as {stems[0]!r} also works)"
+        f"--pairs: no compared config is called {name!r}{closest(name, stems + list(labels))}; "
+        f"the configs are {', '.join(labels)} (a file stem such as {stems[0]!r} also works)"
     )
 
 
-def resolve_pairs(labels: list[str], pairs: list[str] | None) -> list[tuple[str, str]]:
-    """[(label A, label B)] for 'A:B' strings, or the default pairs present among the configs."""
+def resolve_pairs(configs: list[str], pairs: list[str] | None) -> list[tuple[str, str]]:
+    """[(label A, label B)] for 'A:B' strings, or the default pairs found among the configs
+    (both files in one folder)."""
+    labels = {run_label(c): Path(c).stem for c in configs}
     if pairs is None:
+        paths = {Path(c) for c in configs}
         found = []
         for a, b in DEFAULT_PAIRS:
-            for label in labels:
-                folder, stem = label.split("-", 1)
-                if stem == a and f"{folder}-{b}" in labels:
-                    found.append((label, f"{folder}-{b}"))
+            for path in map(Path, configs):
+                partner = path.with_name(f"{b}{path.suffix}")
+                if path.stem == a and partner in paths:
+                    found.append((run_label(str(path)), run_label(str(partner))))
         return found
     out = []
     for text in pairs:
