@@ -1,150 +1,32 @@
 """Lightning callbacks.
 
-``MSGLDReplayBuffer`` keeps EBCLR's replay buffer of SGLD chains (Kim & Ye, NeurIPS 2022, Sec. 3.3):
-it fills the buffer from the proposal q0 (augmented training images, or uniform noise for the
-ablation of Fig. 4b), hands each training step its chain starts and counts (``pl_module.sgld_chains``),
-and writes the step's MSGLD outputs back. Its whole state (samples, counts and every random stream
-it draws from) travels in the Lightning checkpoint, so that a resumed run continues with exactly the
-buffer it stopped with. The Lightning module comes from the adapter (``adapter.LIGHTNING``), so the
-callback works with whichever Lightning the installed solo-learn runs on.
+``MSGLDReplayBuffer`` is the home of EBCLR's replay buffer of SGLD chains (Kim & Ye, NeurIPS 2022,
+Sec. 3.3): it builds the buffer when training starts (filled from the proposal q0, or growing from
+the crops that a CPU pipeline such as solo-learn's delivers), and hands a method a step's chain
+starts through one call, ``draw(crops) -> SGLDChains``, whose ``write_back`` stores the step's
+MSGLD outputs. Its whole state (samples, counts and every random stream it draws from) travels in
+the Lightning checkpoint, every DDP rank's own, so that a resumed run continues with exactly the
+buffers it stopped with. The Lightning module comes from the adapter (``adapter.LIGHTNING``), so
+the callback works with whichever Lightning the installed solo-learn runs on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset
 
 from solo_hyper.augment import to_float_rgb
-from solo_hyper.sgld import ReplayBuffer
+from solo_hyper.sgld import PROPOSALS, STORAGES, PrivateRNG, Proposal, ReplayBuffer, SGLDChains
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
 
-PROPOSALS = ("data", "uniform")
-STORAGES = ("cpu", "device")
 _RANK_STRIDE = 1_000_003  # seed offset between DDP ranks (a prime, so streams never coincide)
-
-
-@dataclass
-class SGLDChains:
-    """One step's chain starts, handed from the callback to the method and back.
-
-    x: (B, C, H, W) normalised images on the model's device; counts: (B,) pre-increment use counts
-    kappa (noise std sigma(kappa)); generator: the SGLD noise stream; result: set by the method to
-    the detached MSGLD outputs, which the callback writes back into the buffer.
-    """
-
-    x: Tensor
-    counts: Tensor
-    generator: torch.Generator
-    result: Tensor | None = None
-
-
-class PrivateRNG:
-    """A random stream of its own for code that draws from torch's global generators (kornia).
-
-    ``with rng.active():`` swaps the stream's states in (CPU, and the CUDA device if any) and
-    swaps the caller's back afterwards, so fresh proposal samples neither consume nor depend on the
-    training run's global randomness, and the stream's state can be checkpointed.
-    """
-
-    def __init__(self, seed: int, device: torch.device) -> None:
-        self.device = torch.device(device)
-        self.cpu_state = torch.Generator().manual_seed(seed).get_state()
-        self.cuda_state = None
-        if self.device.type == "cuda":
-            self.cuda_state = torch.Generator(device=self.device).manual_seed(seed).get_state()
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        cuda = self.device.type == "cuda"
-        devices = [self.device.index or 0] if cuda else []
-        with torch.random.fork_rng(devices=devices):
-            torch.set_rng_state(self.cpu_state)
-            if cuda:
-                torch.cuda.set_rng_state(self.cuda_state, self.device)
-            yield
-            self.cpu_state = torch.get_rng_state()
-            if cuda:
-                self.cuda_state = torch.cuda.get_rng_state(self.device)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"cpu": self.cpu_state, "cuda": self.cuda_state}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.cpu_state = state["cpu"]
-        if self.device.type == "cuda" and state.get("cuda") is not None:
-            self.cuda_state = state["cuda"]
-
-
-def dataset_images(dataset: Dataset, indices: list[int]) -> Tensor:
-    """Un-augmented images of ``dataset`` at ``indices`` (solo's (index, image, target) layout)."""
-    getitems = getattr(dataset, "__getitems__", None)
-    items = getitems(indices) if getitems is not None else default_collate(
-        [dataset[i] for i in indices]
-    )  # fmt: skip
-    images = items[1]
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        raise TypeError(
-            "the replay buffer's data proposal needs a training set of un-augmented image tensors "
-            "(data.augment_on_device=true), got items of type "
-            f"{type(images).__name__}"
-        )
-    return images
-
-
-class Proposal:
-    """q0 of the paper's Sec. 3.3: fresh chain starts, as the network sees them (normalised).
-
-    kind="data": random training images, each augmented by the first crop entry of the method's
-    own kornia pipeline (one crop per image, per-image parameters); kind="uniform": uniform noise
-    in [0, 1] pixel space, normalised (the official code's U[-1, 1] when mean = std = 0.5).
-    """
-
-    def __init__(
-        self,
-        kind: str,
-        augmentation: Any,
-        shape: tuple[int, ...],
-        device: torch.device,
-        seed: int,
-        dataset: Dataset | None = None,
-        normalize: bool = True,
-    ) -> None:
-        if kind not in PROPOSALS:
-            raise ValueError(f"proposal must be one of {PROPOSALS}, got {kind!r}")
-        if kind == "data" and (dataset is None or len(dataset) == 0):
-            raise ValueError("the data proposal needs a non-empty training set")
-        self.kind, self.augmentation, self.shape = kind, augmentation, tuple(shape)
-        self.device, self.dataset, self.normalize = torch.device(device), dataset, normalize
-        self.index_generator = torch.Generator().manual_seed(seed)
-        self.rng = PrivateRNG(seed + 1, self.device)
-
-    @torch.no_grad()
-    def __call__(self, n: int) -> Tensor:
-        if self.kind == "data":
-            idx = torch.randint(len(self.dataset), (n,), generator=self.index_generator)
-            images = dataset_images(self.dataset, idx.tolist()).to(self.device)
-            with self.rng.active():
-                x = self.augmentation.pipelines[0](to_float_rgb(images))
-        else:
-            with self.rng.active():
-                x = torch.rand((n, *self.shape), device=self.device)
-        return self.augmentation.normalize(x) if self.normalize else x
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"index_generator": self.index_generator.get_state(), "rng": self.rng.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.index_generator.set_state(state["index_generator"])
-        self.rng.load_state_dict(state["rng"])
 
 
 def _train_dataset(trainer: Any) -> Dataset:
@@ -164,6 +46,13 @@ def buffer_shape(augmentation: Any) -> tuple[int, int, int]:
     return (int(augmentation.mean.numel()), size, size)
 
 
+def _world() -> tuple[int, int]:
+    """(rank, world size) of the default process group; (0, 1) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 class MSGLDReplayBuffer(pl.Callback):
     """EBCLR's replay buffer as a Lightning callback (one buffer per DDP rank).
 
@@ -173,6 +62,11 @@ class MSGLDReplayBuffer(pl.Callback):
     at the price of device memory); seed: None takes torch.initial_seed() at the start of training
     (the run's seed after seed_everything); each rank adds its own offset. init_count: the count
     of the initial buffer (5.0 = official code, see ReplayBuffer).
+
+    With the method's on-device augmentation (``pl_module.device_augmentation``) the buffer is
+    filled from augmented training images when training starts, as the official code; without it
+    (crops from solo-learn's CPU pipeline) it starts empty and grows from each step's first crops
+    (or noise) until it holds ``capacity`` chains.
     """
 
     def __init__(
@@ -201,40 +95,64 @@ class MSGLDReplayBuffer(pl.Callback):
         self.noise_generator: torch.Generator | None = None
         self.rank = 0
         self._pending: dict[str, Any] | None = None
-        self._slots: Tensor | None = None
+        self._start: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ set-up
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        """Builds the buffer on the module's device: restored from a checkpoint, or filled from q0."""
-        aug = getattr(pl_module, "device_augmentation", None)
-        if aug is None:
-            raise RuntimeError(
-                "MSGLDReplayBuffer augments its chain starts with the method's kornia pipeline: "
-                "set data.augment_on_device=true"
-            )
-        device = pl_module.device
+        """Builds the buffer on the module's device: restored from a checkpoint, or filled from
+        q0 (on-device augmentation), or, for crops from a CPU pipeline, at the first draw."""
         self.rank = int(trainer.global_rank)
         base = int(self.seed if self.seed is not None else torch.initial_seed()) % 2**62
         seed = base + _RANK_STRIDE * self.rank
+        device = pl_module.device
+        aug = getattr(pl_module, "device_augmentation", None)
+        self._start = {"seed": seed, "step": int(trainer.global_step), "device": device,
+                       "to_input": pl_module.pixels_to_input}  # fmt: skip
+        if aug is None:  # crops come from a CPU pipeline: their shape is known at the first draw
+            pending = self._own_state(self._pending)
+            if pending is not None and self.buffer is None:
+                self._build(tuple(pending["buffer"]["shape"]), grow=True)
+            self._finish_start()
+            return
         dataset = _train_dataset(trainer) if self.proposal_kind == "data" else None
         shape = buffer_shape(aug)
-        normalize = not getattr(pl_module, "pixel_space_crops", False)
         if self.buffer is None or self.buffer.shape != shape:
-            storage = torch.device("cpu") if self.storage == "cpu" else device
-            self.buffer = ReplayBuffer(self.capacity, shape, storage, seed, self.init_count)
-            self.proposal = Proposal(
-                self.proposal_kind, aug, shape, device, seed + 1, dataset, normalize
-            )
-            self.noise_generator = torch.Generator(device=device).manual_seed(seed + 3)
-        else:  # a second fit with the same callback keeps its chains
-            self.proposal.dataset = dataset if dataset is not None else self.proposal.dataset
-        if self._pending is not None:
-            self._restore(self._pending, seed, int(trainer.global_step))
-            self._pending = None
+            self._build(shape, grow=False, dataset=dataset, augment=self._augment(aug))
+        elif dataset is not None:  # a second fit with the same callback keeps its chains
+            self.proposal.dataset = dataset
+        self._finish_start()
         if not self.buffer.initialized:
             self.buffer.initialize(self.proposal, chunk_size=self.chunk_size)
 
-    def _restore(self, state: dict[str, Any], seed: int, step: int) -> None:
+    @staticmethod
+    def _augment(aug: Any):
+        return lambda images: aug.pipelines[0](to_float_rgb(images))
+
+    def _build(self, shape: tuple[int, ...], grow: bool, dataset=None, augment=None) -> None:
+        seed, device = self._start["seed"], self._start["device"]
+        storage = torch.device("cpu") if self.storage == "cpu" else device
+        self.buffer = ReplayBuffer(self.capacity, shape, storage, seed, self.init_count, grow=grow)
+        self.proposal = Proposal(
+            self.proposal_kind, shape, device, seed + 1, self._start["to_input"], augment, dataset
+        )
+        self.noise_generator = torch.Generator(device=device).manual_seed(seed + 3)
+
+    def _finish_start(self) -> None:
+        if self._pending is not None and self.buffer is not None:
+            self._restore(self._pending, self._start["seed"], self._start["step"])
+            self._pending = None
+
+    def _own_state(self, state: dict[str, Any] | None) -> dict[str, Any] | None:
+        """This rank's part of a saved state (every rank's is saved; older files: rank 0's)."""
+        if not state:
+            return None
+        ranks = state.get("ranks")
+        if ranks is None:
+            return state
+        return ranks[self.rank] if self.rank < len(ranks) else ranks[0]
+
+    def _restore(self, saved_state: dict[str, Any], seed: int, step: int) -> None:
+        state = self._own_state(saved_state)
         saved = state["buffer"]
         if int(saved["capacity"]) != self.capacity or tuple(saved["shape"]) != self.buffer.shape:
             raise ValueError(
@@ -245,8 +163,8 @@ class MSGLDReplayBuffer(pl.Callback):
             )
         self.buffer.load_state_dict(saved)
         if int(state.get("rank", 0)) != self.rank:
-            # Lightning saves rank 0's state only: other ranks start from its chains, with their
-            # own random streams so that the ranks do not draw in lockstep.
+            # a checkpoint without this rank's buffer (more ranks now than then): this rank starts
+            # from another rank's chains, with its own random streams
             reseed = seed + 7 * (step + 1)
             self.buffer.generator.manual_seed(reseed)
             self.proposal.index_generator.manual_seed(reseed + 1)
@@ -265,52 +183,73 @@ class MSGLDReplayBuffer(pl.Callback):
             )
 
     # ------------------------------------------------------------------ per step
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, *args: Any) -> None:  # fmt: skip
-        """Draws B chain starts (a fraction rho restarted from q0) for this step's negatives."""
-        n = int(batch[0].shape[0])
+    def draw(self, crops: Tensor) -> SGLDChains:
+        """A step's B chain starts (a fraction rho restarted from q0), for crops (B, C, H, W) of
+        the step in the method's input range (the data proposal's source without a dataset)."""
+        if not self._start:
+            raise RuntimeError("MSGLDReplayBuffer.draw() before training started")
+        if self.buffer is None:
+            self._build(tuple(crops.shape[1:]), grow=True)
+            self._finish_start()
+        if tuple(crops.shape[1:]) != self.buffer.shape:
+            raise ValueError(
+                f"the replay buffer holds chains of shape {self.buffer.shape}, the step's crops "
+                f"are {tuple(crops.shape[1:])}"
+            )
+        if self.proposal.dataset is None:
+            self.proposal.offer(crops)
+        n = int(crops.shape[0])
         x, slots, counts = self.buffer.sample(n, self.rho, self.proposal)
-        self._slots = slots
-        device = pl_module.device
-        pl_module.sgld_chains = SGLDChains(
-            x.to(device, non_blocking=True), counts.to(device), self.noise_generator
+        device = crops.device
+        self.proposal.offered = None
+
+        def write_back(result: Tensor) -> None:
+            self.buffer.update(slots, result)
+
+        return SGLDChains(
+            x.to(device, non_blocking=True), counts.to(device), self.noise_generator, write_back
         )
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int, *args: Any) -> None:  # fmt: skip
-        """Writes the step's MSGLD outputs back into the slots they started from."""
-        chains = getattr(pl_module, "sgld_chains", None)
-        if chains is not None and chains.result is not None and self._slots is not None:
-            self.buffer.update(self._slots, chains.result)
-        pl_module.sgld_chains = None
-        self._slots = None
-
     # ------------------------------------------------------------------ checkpointing
-    def state_dict(self) -> dict[str, Any]:
-        if self.buffer is None:
-            return dict(self._pending or {})
+    def _local_state(self) -> dict[str, Any]:
         return {
             "buffer": self.buffer.state_dict(),
             "proposal": self.proposal.state_dict(),
             "noise_generator": {
                 "device_type": self.noise_generator.device.type,
-                "state": self.noise_generator.get_state(),
+                "state": self.noise_generator.get_state().cpu(),
             },
             "rank": self.rank,
             "rho": self.rho,
             "proposal_kind": self.proposal_kind,
         }
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every rank's buffer: gathered from all ranks (Lightning writes rank 0's copy)."""
+        if self.buffer is None:
+            return dict(self._pending or {})
+        local = self._local_state()
+        rank, world = _world()
+        if world == 1:
+            return {"ranks": [local]}
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, _to_cpu(local))
+        return {"ranks": gathered}
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Kept until training starts, when the module's device and the rank are known."""
         self._pending = dict(state_dict) if state_dict else None
 
 
-__all__ = [
-    "MSGLDReplayBuffer",
-    "PROPOSALS",
-    "PrivateRNG",
-    "Proposal",
-    "SGLDChains",
-    "STORAGES",
-    "buffer_shape",
-    "dataset_images",
-]
+def _to_cpu(state: Any) -> Any:
+    """Tensors of a nested state on the CPU (to gather them between ranks)."""
+    if isinstance(state, Tensor):
+        return state.cpu()
+    if isinstance(state, dict):
+        return {k: _to_cpu(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_to_cpu(v) for v in state)
+    return state
+
+
+__all__ = ["MSGLDReplayBuffer", "buffer_shape"]

@@ -51,16 +51,15 @@ def start(callback: MSGLDReplayBuffer, model: EBCLR, loader) -> None:
     callback.on_train_start(trainer, model)
 
 
-def step(callback: MSGLDReplayBuffer, model: EBCLR, batch_size: int, shift: float) -> None:
+def step(callback: MSGLDReplayBuffer, batch_size: int, shift: float) -> None:
     """One training step as the callback sees it; the 'SGLD output' is the start plus shift."""
-    batch = [torch.arange(batch_size), None, None]
-    callback.on_train_batch_start(None, model, batch, 0)
-    model.sgld_chains.result = model.sgld_chains.x + shift
-    callback.on_train_batch_end(None, model, None, batch, 0)
+    chains = callback.draw(torch.zeros(batch_size, *callback.buffer.shape))
+    chains.write_back(chains.x + shift)
 
 
 class Probe(pl.Callback):
-    """Placed before the buffer callback: sees each step's chains before they are written back."""
+    """Records each step's chains as the buffer hands them to the method (draw) and as the
+    method writes them back (write_back, with the slots they go to)."""
 
     def __init__(self) -> None:
         self.steps: list[dict] = []
@@ -71,18 +70,27 @@ class Probe(pl.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
         if self.first_state is None:  # restored (or filled) by on_train_start, not yet drawn from
-            self.first_state = clone_state(self.buffer_callback(trainer).state_dict())
+            cb = self.buffer_callback(trainer)
+            self.first_state = clone_state(cb.state_dict())
+            self.watch(cb)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
-        chains = pl_module.sgld_chains
-        self.steps.append(
-            {
-                "slots": self.buffer_callback(trainer)._slots.clone(),
-                "x": chains.x.clone(),
-                "counts": chains.counts.clone(),
-                "result": chains.result.clone(),
-            }
-        )
+    def watch(self, cb: MSGLDReplayBuffer) -> None:
+        draw = cb.draw
+
+        def recording_draw(crops):
+            chains = draw(crops)  # a growing buffer exists from the first draw on
+            if not getattr(cb.buffer, "recorded", False):
+                update = cb.buffer.update
+
+                def recording_update(slots, x):
+                    self.steps[-1].update(slots=slots.clone(), result=x.clone())
+                    update(slots, x)
+
+                cb.buffer.update, cb.buffer.recorded = recording_update, True
+            self.steps.append({"x": chains.x.clone(), "counts": chains.counts.clone()})
+            return chains
+
+        cb.draw = recording_draw
 
 
 def clone_state(state):
@@ -94,6 +102,7 @@ def clone_state(state):
 
 
 def assert_same_state(a: dict, b: dict) -> None:
+    a, b = a.get("ranks", [a])[0], b.get("ranks", [b])[0]
     assert torch.equal(a["buffer"]["samples"], b["buffer"]["samples"])
     assert torch.equal(a["buffer"]["counts"], b["buffer"]["counts"])
     assert torch.equal(a["buffer"]["generator_state"], b["buffer"]["generator_state"])
@@ -137,7 +146,7 @@ def test_fast_dev_run_fit_writes_the_sgld_outputs_back(space_kwargs):
         assert torch.isfinite(trainer.callback_metrics[key]), key
 
     (s,) = probe.steps
-    initial = probe.first_state["buffer"]
+    initial = probe.first_state["ranks"][0]["buffer"]
     buf = buffer_cb.buffer
     assert not torch.equal(s["result"], s["x"])  # the chains moved
     assert set(s["counts"].tolist()) <= {0.0, 5.0}  # restarted (0) or initial buffer (5)
@@ -150,13 +159,85 @@ def test_fast_dev_run_fit_writes_the_sgld_outputs_back(space_kwargs):
     untouched[list(last)] = False
     assert torch.equal(buf.samples[untouched], initial["samples"][untouched])
     assert torch.all(buf.counts[untouched] == 5.0)
-    assert model.sgld_chains is None  # handed back
+    assert not hasattr(model, "sgld_chains")  # no per-step state on the module
 
 
-def test_training_without_the_callback_says_how_to_add_it():
+def test_a_trainer_built_without_the_callback_gets_it_from_the_method():
+    """configure_callbacks attaches the replay buffer under any Trainer (solo's launchers)."""
     model = build()
-    with pytest.raises(RuntimeError, match="MSGLDReplayBuffer"):
-        quiet_trainer(fast_dev_run=1).fit(model, *fake_loaders())
+    trainer = quiet_trainer(fast_dev_run=2)
+    assert not any(isinstance(c, MSGLDReplayBuffer) for c in trainer.callbacks)
+    trainer.fit(model, *fake_loaders())
+    (cb,) = [c for c in trainer.callbacks if isinstance(c, MSGLDReplayBuffer)]
+    assert cb.buffer.initialized and cb.buffer.counts.max() > 5.0  # drawn from twice
+    assert torch.isfinite(trainer.callback_metrics["train_ebclr_loss"])
+
+
+def test_the_method_says_how_to_get_a_buffer_outside_a_trainer():
+    model = build()
+    batch = [torch.arange(4), [torch.zeros(4, 3, 28, 28)] * 2, torch.zeros(4, dtype=torch.long)]
+    with pytest.raises(RuntimeError, match="MSGLDReplayBuffer.*Trainer.fit"):
+        model.prepare_step(batch)
+
+
+def solo_crop_loaders(n: int = 32, batch_size: int = 8, size: int = 28):
+    """Loaders as solo's CPU pipeline gives them: two normalised float crops per image."""
+    from torch.utils.data import DataLoader, Dataset
+
+    g = torch.Generator().manual_seed(1)
+    crops = torch.randn(n, 2, 3, size, size, generator=g)
+
+    class Crops(Dataset):
+        def __len__(self):
+            return n
+
+        def __getitem__(self, i):
+            return i, [crops[i, 0], crops[i, 1]], i % 10
+
+    class Val(Dataset):
+        def __len__(self):
+            return n // 2
+
+        def __getitem__(self, i):
+            return crops[i, 0], i % 10
+
+    return DataLoader(Crops(), batch_size=batch_size, drop_last=True), DataLoader(
+        Val(), batch_size=batch_size
+    ), crops
+
+
+@pytest.mark.parametrize("proposal", ["data", "uniform"])
+def test_crops_from_solos_pipeline_fill_a_growing_buffer(proposal):
+    """Without the on-device augmentation the buffer starts empty and takes its chains from the
+    crops the pipeline delivers (first crops) or from noise, step by step, up to its capacity."""
+    cfg = tiny_config("ebclr", method_kwargs={**SMALL, "buffer_size": 12, "rho": 0.5,
+                      "proposal": proposal}, data={"augment_on_device": False})  # fmt: skip
+    prep = prepare(None, base=cfg)
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    assert model.device_augmentation is None
+    probe = Probe()
+    train, val, crops = solo_crop_loaders()
+    cb = model.extra_callbacks()[0]
+    trainer = quiet_trainer(
+        max_steps=3, limit_val_batches=0, callbacks=[cb, probe], enable_checkpointing=False
+    )
+    trainer.fit(model, train, val)
+    first = probe.steps[0]
+    assert torch.all(first["counts"] == 0)  # an empty buffer: every chain is fresh
+    if proposal == "data":  # the first chain starts are first crops of the first batch
+        batch_crops = crops[:8, 0].flatten(1)
+        dist = torch.cdist(first["x"].flatten(1), batch_crops, compute_mode=EXACT)
+        assert torch.all(dist.min(dim=1).values < 1e-5)
+    else:
+        mean = torch.tensor(prep.cfg["data"]["mean"]).view(1, -1, 1, 1)
+        std = torch.tensor(prep.cfg["data"]["std"]).view(1, -1, 1, 1)
+        pixels = first["x"] * std + mean
+        assert pixels.min() >= -1e-5 and pixels.max() <= 1 + 1e-5
+    assert torch.equal(first["slots"], torch.arange(8))  # new slots, in order
+    assert cb.buffer.size == 12 and cb.buffer.samples.shape[0] == 12  # full, no larger
+    for s in probe.steps:  # every write-back lands in the buffer
+        last = {int(slot): i for i, slot in enumerate(s["slots"])}
+    assert all(torch.equal(cb.buffer.samples[k], probe.steps[-1]["result"][i]) for k, i in last.items())
 
 
 def test_sampler_takes_no_parameter_gradient_and_keeps_batchnorm_statistics():
@@ -234,13 +315,10 @@ def test_each_step_draws_restarts_and_counts():
     start(cb, model, loader)
     restarted = []
     for _ in range(20):
-        batch = [torch.arange(16), None, None]
-        cb.on_train_batch_start(None, model, batch, 0)
-        chains = model.sgld_chains
+        chains = cb.draw(torch.zeros(16, 3, 28, 28))
         assert chains.x.shape == (16, 3, 28, 28) and chains.counts.shape == (16,)
         restarted.append(float((chains.counts == 0).float().mean()))
-        chains.result = chains.x + 0.1
-        cb.on_train_batch_end(None, model, None, batch, 0)
+        chains.write_back(chains.x + 0.1)
     assert 0.1 < sum(restarted) / len(restarted) < 0.4  # about rho = 0.25
     assert cb.buffer.counts.max() > 5.0  # used chains count up
 
@@ -251,7 +329,7 @@ def test_state_round_trip_continues_exactly():
     cb = MSGLDReplayBuffer(32, rho=0.5, seed=2)
     start(cb, model, loader)
     for i in range(3):
-        step(cb, model, 16, shift=0.1 * (i + 1))
+        step(cb, 16, shift=0.1 * (i + 1))
     saved = clone_state(cb.state_dict())
 
     resumed = MSGLDReplayBuffer(32, rho=0.5, seed=999)  # the checkpoint wins over the seed
@@ -259,10 +337,11 @@ def test_state_round_trip_continues_exactly():
     start(resumed, build({"rho": 0.5}), loader)
     assert_same_state(clone_state(resumed.state_dict()), saved)
     # the next draws (slots, restarts, fresh augmented images) are the original run's
+    draws = []
     for callback in (cb, resumed):
-        callback.on_train_batch_start(None, model, [torch.arange(16)], 0)
-        callback.draw = (model.sgld_chains.x, model.sgld_chains.counts, callback._slots)
-    for a, b in zip(cb.draw, resumed.draw):
+        chains = callback.draw(torch.zeros(16, 3, 28, 28))
+        draws.append((chains.x, chains.counts, callback.buffer.counts.clone()))
+    for a, b in zip(*draws):
         assert torch.equal(a, b)
 
 
@@ -307,7 +386,7 @@ def test_checkpoint_resume_through_pretrain_restores_the_buffer(tmp_path):
     assert first["global_step"] == 4
     ckpt = torch.load(Path(first["run_dir"]) / "last.ckpt", weights_only=False)
     saved = ckpt["callbacks"]["MSGLDReplayBuffer"]
-    assert saved["buffer"]["counts"].max() > 5.0  # the chains of a trained run
+    assert saved["ranks"][0]["buffer"]["counts"].max() > 5.0  # the chains of a trained run
 
     probe = Probe()
     second = pretrain(prepare(None, base={**cfg, "max_epochs": 2}), quiet=True, callbacks=[probe])
@@ -340,10 +419,10 @@ def test_bad_method_kwargs_are_rejected_by_prepare(kwargs, message):
         prepare(None, base=tiny_config("ebclr", method_kwargs={**SMALL, **kwargs}))
 
 
-def test_cpu_augmentation_is_rejected():
+def test_crops_from_a_cpu_pipeline_are_accepted():
     cfg = tiny_config("ebclr", method_kwargs=SMALL, data={"augment_on_device": False})
-    with pytest.raises(ConfigError, match="augment_on_device=true"):
-        prepare(None, base=cfg)
+    prep = prepare(None, base=cfg)
+    assert adapter.build_method(prep.cfg, 10, True, prep.num_crops).device_augmentation is None
 
 
 EBCLR_CONFIGS = [

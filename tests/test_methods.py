@@ -99,7 +99,10 @@ def test_supcon_is_simclr_supervised_and_hcl_is_not():
     _, supcon = build("supcon")
     _, shcl = build("shcl")
     _, hcl = build("hcl")
-    assert supcon.supervised is True
+    if adapter.API.startswith("solo-learn main"):  # its own class, always supervised
+        assert isinstance(supcon, adapter.SupCon) and not hasattr(supcon, "supervised")
+    else:  # 1.0.2: SimCLR with supervised=True
+        assert supcon.supervised is True
     assert shcl.args.supervised is True and hcl.args.supervised is False
 
 
@@ -132,4 +135,5 @@ def test_online_knn_starts_afresh_every_epoch():
     )  # fmt: skip
     trainer.fit(model, *fake_loaders())
     assert len(model.knn.train_features) == 0, "the metric is reset after each validation"
-    assert 0.0 <= float(trainer.callback_metrics["val_knn_acc1"]) <= 1.0
+    top = 100.0 if adapter.KNN_PERCENT else 1.0  # as the installed solo-learn logs it
+    assert 0.0 <= float(trainer.callback_metrics["val_knn_acc1"]) <= top

@@ -250,7 +250,17 @@ def test_bad_attack_arguments_are_rejected_by_the_class_too():
     from solo_hyper.methods.rhcl import RHCL
 
     with pytest.raises(ValueError, match="eps must be a number >= 0"):
-        RHCL(eps=-1.0)
+        if adapter.API.startswith("solo-learn main"):  # checked by solo main's config hook
+            from omegaconf import OmegaConf
+
+            from solo_hyper.solo.main_cfg import solo_config
+
+            prep = prepare(None, base=tiny_config("rhcl", method_kwargs=HEAD))
+            cfg = solo_config(prep.cfg, 10, prep.small_images, prep.num_crops)
+            cfg["method_kwargs"]["eps"] = -1.0
+            RHCL.add_and_assert_specific_cfg(OmegaConf.create(cfg))
+        else:
+            RHCL(eps=-1.0)
 
 
 def test_rhcl_needs_exactly_two_crops():
@@ -260,8 +270,58 @@ def test_rhcl_needs_exactly_two_crops():
         prepare(None, base=cfg)
 
 
-def test_rhcl_needs_on_device_augmentation():
-    cfg = tiny_config("rhcl", data={"augment_on_device": False})
-    prep = prepare(None, base=cfg)
-    with pytest.raises(ConfigError, match="augment_on_device=true"):
-        adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+@pytest.mark.parametrize("method", METHODS)
+def test_crops_normalised_by_a_cpu_pipeline_give_the_on_device_result(method):
+    """Crops that arrive normalised (solo's CPU pipeline) are de-normalised with the statistics
+    that pipeline used, attacked in [0, 1] pixels with the same budget and re-normalised: the
+    adversarial view and the step's loss equal the on-device path's for the same crops."""
+    on_device = build(method, steps=2).double()
+    prep = prepare(None, base=tiny_config(
+        method, method_kwargs={**HEAD, "steps": 2}, data={"augment_on_device": False}
+    ))  # fmt: skip
+    cpu = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops).double()
+    assert on_device.device_augmentation is not None and cpu.device_augmentation is None
+    weights = on_device.state_dict()
+    cpu.load_state_dict({k: v for k, v in weights.items() if not k.startswith("device_aug")})
+    indexes, crops, targets = pixel_batch()
+    pixels = [x.double() for x in crops]
+    mean = torch.tensor(prep.cfg["data"]["mean"], dtype=torch.float64).view(1, -1, 1, 1)
+    std = torch.tensor(prep.cfg["data"]["std"], dtype=torch.float64).view(1, -1, 1, 1)
+    normalised = [(x - mean) / std for x in pixels]  # what the CPU pipeline delivers
+    received = [cpu.denormalize(x) for x in normalised]  # what on_after_batch_transfer does
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(received, pixels))
+
+    results = []
+    for model, batch_crops in ((on_device, pixels), (cpu, received)):
+        torch.manual_seed(3)  # the attack's random start
+        _, extras = model.prepare_step([indexes, batch_crops, targets])
+        torch.manual_seed(3)
+        loss = model.training_step([indexes, batch_crops, targets], 0)
+        results.append((extras["adversarial_view"], loss))
+    (view_a, loss_a), (view_b, loss_b) = results
+    assert torch.allclose(view_a, view_b, atol=1e-10)
+    assert float(loss_a) == pytest.approx(float(loss_b), rel=1e-9)
+
+
+def test_crops_of_custom_data_without_statistics_are_an_error_before_training():
+    """solo-learn 1.0.2's custom data is normalised with --mean/--std: without them the crops
+    cannot be de-normalised, which is said when the method is built."""
+    if adapter.API.startswith("solo-learn main"):
+        from omegaconf import OmegaConf
+
+        cfg = tiny_config("rhcl", method_kwargs=HEAD, data={"augment_on_device": False})
+        prep = prepare(None, base=cfg)
+        from solo_hyper.solo.main_cfg import solo_config
+
+        solo_cfg = solo_config(prep.cfg, 10, prep.small_images, prep.num_crops)
+        solo_cfg["data"].update(dataset="fashionmnist", mean=None, std=None)
+        with pytest.raises(ConfigError, match="cannot de-normalise the crops of dataset"):
+            adapter.plugin_class(adapter.registered_methods()["rhcl"])(OmegaConf.create(solo_cfg))
+        return
+    from solo_hyper.methods import RHCL
+
+    with pytest.raises(ConfigError, match="cannot de-normalise the crops of custom data.*--mean"):
+        RHCL(
+            encoder="resnet18", num_classes=10, dataset="custom", backbone_name="small_cnn",
+            backbone_kwargs={"width": 8}, **HEAD,
+        )  # fmt: skip

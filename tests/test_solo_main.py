@@ -4,15 +4,13 @@ The module detects the installed solo-learn API. The API detection, the translat
 plugin's configs into solo main's layout, the shipped Hydra YAMLs (configs/solo-main) and the
 ``run-solo`` launcher are tested under either installation. The tests marked ``needs_main`` build
 and train the methods through solo main's own classes and launchers; they run where solo main is
-installed (docs/solo-main.md) and are skipped, with that reason, under 1.0.2.
+installed (docs/solo-main.md; CI runs this module there: scripts/test-main.sh) and are skipped,
+with that reason, under 1.0.2.
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -75,31 +73,6 @@ def test_detect_api_picks_the_adapter_from_the_method_api():
     from solo.methods.base import BaseMethod
 
     assert detect_api(BaseMethod) == ("v2" if MAIN else "v1")
-
-
-def _public_names(path: Path) -> set[str]:
-    names = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            names |= {a.asname or a.name for a in node.names if node.module.startswith("solo.")}
-    return {n for n in names if not n.startswith("_")}
-
-
-def test_both_adapters_export_the_same_names():
-    """Whatever code gets from ``adapter`` exists in both (v1 may not grow alone)."""
-    v1 = _public_names(ROOT / "solo_hyper" / "solo" / "v1.py")
-    v2 = _public_names(ROOT / "solo_hyper" / "solo" / "v2.py")
-    v1 -= {"METHODS", "BaseMethod", "SimCLR", "WeightedKNNClassifier"}  # solo's, re-imported
-    assert v1 <= v2, f"missing in v2.py: {sorted(v1 - v2)}"
-    contract = {"API", "LIGHTNING", "SOLO_BACKBONES", "PluginBase", "MethodBase", "SupCon"}
-    contract |= {"plugin_class", "register", "registered_methods", "method_arg_defaults"}
-    contract |= {"trainer_arg_names", "trainer_precision", "build_method"}
-    assert contract <= v1 & v2
-    assert all(hasattr(adapter, name) for name in contract)
 
 
 def _pretrain_configs() -> list[Path]:
@@ -234,6 +207,26 @@ def test_run_solo_with_a_missing_script_exits_with_a_message(capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_run_solo_says_which_set_up_a_script_needs(tmp_path, monkeypatch):
+    """Without hydra a solo main launcher is refused with the set-up it needs; solo 1.0.2's
+    launchers (pytorch-lightning < 1.6 only) are refused with the command to use instead."""
+    import importlib.util
+
+    hydra_script = tmp_path / "main_pretrain.py"
+    hydra_script.write_text("import hydra\nraise SystemExit('ran')\n")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "hydra" else real_find_spec(name, *a)
+    )
+    with pytest.raises(ConfigError, match="no hydra.*bootstrap-main.sh.*solo_hyper pretrain"):
+        run_solo(str(hydra_script), [])
+    old = tmp_path / "old" / "main_pretrain.py"
+    old.parent.mkdir()
+    old.write_text("from pytorch_lightning.plugins import DDPPlugin\nraise SystemExit('ran')\n")
+    with pytest.raises(ConfigError, match="solo-learn 1.0.2 launcher.*solo_hyper pretrain"):
+        run_solo(str(old), [])
+
+
 def test_run_solo_runs_the_script_as_main_with_the_methods_registered(tmp_path, monkeypatch):
     script = tmp_path / "main_probe.py"
     script.write_text(
@@ -254,20 +247,6 @@ def test_run_solo_runs_the_script_as_main_with_the_methods_registered(tmp_path, 
         str(script), "--config-path", str(tmp_path / "confs"), "--config-name", "hcl.yaml", str(out),
     ]  # fmt: skip
     assert set(PLUGIN_METHODS) <= set(probe["methods"])
-
-
-@pytest.mark.skipif(
-    MAIN or not os.environ.get("SOLO_MAIN_PYTHON"),
-    reason="opt-in: SOLO_MAIN_PYTHON=<python of a solo-learn main environment> runs this module "
-    "there too (docs/solo-main.md)",
-)
-def test_this_module_in_the_solo_main_environment():
-    proc = subprocess.run(
-        [os.environ["SOLO_MAIN_PYTHON"], "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr
-    assert proc.returncode == 0 and "passed" in summary, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 # ------------------------------------------------------------------ solo-learn main installed
@@ -460,13 +439,13 @@ def _image_folder(root: Path, per_class: int) -> Path:
     return root
 
 
-def _solo_checkout() -> Path:
-    import solo
+@pytest.fixture(scope="module")
+def solo_scripts(tmp_path_factory) -> Path:
+    """solo main's launchers (main_pretrain.py, main_linear.py, main_knn.py): the vendored
+    sources, unpacked (they are not part of the installed package)."""
+    from vendored import unpack
 
-    root = Path(solo.__file__).resolve().parents[1]
-    if not (root / "main_pretrain.py").is_file():
-        pytest.skip("solo-learn is not installed from a checkout (pip install -e): no main_*.py")
-    return root
+    return unpack("main", tmp_path_factory.mktemp("solo-main-src"))
 
 
 CPU_RUN = [
@@ -478,11 +457,14 @@ CPU_RUN = [
 
 
 @needs_main
-def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(tmp_path, monkeypatch, capsys):
-    """solo main's main_pretrain.py (solo's CPU crops for HCL; on-device crops and the replay
-    buffer callback for EBCLR), main_linear.py on the HCL checkpoint, and main_knn.py, which
-    needs "z" from forward. main_knn.py is CUDA-only: Tensor.cuda is the identity here."""
-    solo_root = _solo_checkout()
+def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(
+    tmp_path, monkeypatch, capsys, solo_scripts
+):
+    """solo main's main_pretrain.py trains HCL and RHCL on solo's CPU crops, EBCLR on solo's
+    crops and on on-device crops (its replay buffer callback attached by the method and saved in
+    the checkpoint); main_linear.py on the HCL checkpoint, and main_knn.py, which needs "z" from
+    forward. main_knn.py is CUDA-only: Tensor.cuda is the identity here."""
+    solo_root = solo_scripts
     train, val = _image_folder(tmp_path / "train", 4), _image_folder(tmp_path / "val", 2)
     monkeypatch.chdir(tmp_path)
     data = [f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck"]
@@ -497,15 +479,30 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(tmp_path, monke
     )
     run_solo(
         str(solo_root / "main_pretrain.py"),
-        [*custom, "--config-name", "ebclr.yaml", *data, *small, *CPU_RUN, "data.image_size=36",
-         "method_kwargs.buffer_size=16", "method_kwargs.sgld_steps=2"],
+        [*custom, "--config-name", "rhcl.yaml", *data, *small, *CPU_RUN,
+         "data.augment_on_device=False", "method_kwargs.steps=2"],
     )  # fmt: skip
+    for on_device, name in ((True, "ebclr-device"), (False, "ebclr-solo")):
+        run_solo(
+            str(solo_root / "main_pretrain.py"),
+            [*custom, "--config-name", "ebclr.yaml", *data, *small, *CPU_RUN, f"name={name}",
+             "data.image_size=36", f"data.augment_on_device={on_device}",
+             "method_kwargs.buffer_size=16", "method_kwargs.sgld_steps=2"],
+        )  # fmt: skip
     (hcl_ckpt,) = (tmp_path / "ck" / "hcl").glob("*/*.ckpt")
     assert json.loads((hcl_ckpt.parent / "args.json").read_text())["method"] == "hcl"
-    (ebclr_ckpt,) = (tmp_path / "ck" / "ebclr").glob("*/*.ckpt")
-    saved = torch.load(ebclr_ckpt, map_location="cpu", weights_only=False)
-    (buffer,) = [v for k, v in saved["callbacks"].items() if k.startswith("MSGLDReplayBuffer")]
-    assert buffer["buffer"]["capacity"] == 16  # the method's own callback ran under solo's script
+    (rhcl_ckpt,) = (tmp_path / "ck" / "rhcl").glob("*/*.ckpt")
+    assert torch.load(rhcl_ckpt, map_location="cpu", weights_only=False)["global_step"] == 2
+    for on_device in (True, False):
+        kind = "device" if on_device else "solo"
+        (ebclr_ckpt,) = (tmp_path / "ck" / "ebclr").glob(f"*/ebclr-{kind}*.ckpt")
+        saved = torch.load(ebclr_ckpt, map_location="cpu", weights_only=False)
+        (state,) = [v for k, v in saved["callbacks"].items() if k.startswith("MSGLDReplayBuffer")]
+        (buffer,) = [r["buffer"] for r in state["ranks"]]  # the method's own, under solo's script
+        assert buffer["capacity"] == 16 and buffer["counts"].shape[0] == buffer["size"]
+        # on-device: filled from q0 at the start; solo's crops: 4 fresh chains at the first
+        # step, then one new slot per restarted chain
+        assert (buffer["size"] == 16) if on_device else (4 <= buffer["size"] <= 8)
 
     run_solo(
         str(solo_root / "main_linear.py"),

@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from solo_hyper.solo.bash_flags import split_pretrain_argv
+
+    argv, solo_flags = split_pretrain_argv(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
@@ -261,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     from solo_hyper.data import DatasetNotFoundError
 
     try:
+        if solo_flags:  # solo-learn 1.0.2's launcher flags (README; solo_hyper/solo/bash_flags.py)
+            from solo_hyper.solo.bash_flags import to_overrides
+
+            args.overrides = [*args.overrides, *to_overrides(solo_flags)]
         args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)

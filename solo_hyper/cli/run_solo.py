@@ -11,7 +11,7 @@ relative to the current directory (what a user typing the command means) and mad
 
 from __future__ import annotations
 
-import contextlib
+import importlib.util
 import runpy
 import sys
 from pathlib import Path
@@ -66,6 +66,29 @@ def _absolute(value: str, cwd: Path) -> str:
     return str(p if p.is_absolute() else (cwd / p).resolve())
 
 
+# what solo-learn 1.0.2's launchers use from pytorch-lightning < 1.6, gone from Lightning 1.9
+OLD_LIGHTNING = ("DDPPlugin", "checkpoint_callback=")
+
+
+def check_setup(path: Path) -> None:
+    """A clear error, before anything runs, for a script this environment cannot run."""
+    source = path.read_text(errors="replace")
+    if "import hydra" in source and importlib.util.find_spec("hydra") is None:
+        raise ConfigError(
+            f"{path.name} is a solo-learn main launcher (Hydra configs), and this environment has "
+            "no hydra: run it in the solo-learn main set-up (./scripts/bootstrap-main.sh makes "
+            ".venv-main from requirements/solo-main.txt and solo-learn main; docs/solo-main.md). "
+            "With solo-learn 1.0.2 train with 'python -m solo_hyper pretrain' (README)"
+        )
+    if any(name in source for name in OLD_LIGHTNING):
+        raise ConfigError(
+            f"{path.name} is a solo-learn 1.0.2 launcher: it needs pytorch-lightning < 1.6 "
+            "(DDPPlugin, Trainer(checkpoint_callback=...)), which does not run on torch 2. Use "
+            "'python -m solo_hyper pretrain' with the same hyperparameters (README: solo-learn "
+            "1.0.2's launchers), or solo-learn main's launchers in its set-up (docs/solo-main.md)"
+        )
+
+
 def run_solo(script: str, args: list[str]) -> None:
     """Registers this plugin into the installed solo-learn, then runs ``script`` as __main__."""
     path = Path(script)
@@ -75,16 +98,16 @@ def run_solo(script: str, args: list[str]) -> None:
             f"{', '.join(KNOWN_SCRIPTS)} in a checkout of solo-learn (they are not part of the "
             "installed package; see docs/solo-main.md)"
         )
+    check_setup(path)
     import solo_hyper.methods  # noqa: F401  (registers the methods)
     from solo_hyper.solo import adapter
 
     args = resolve_hydra_args(args, Path.cwd())
-    hooks = getattr(adapter, "launch_hooks", contextlib.nullcontext)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path.resolve()), *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with hooks():
+        with adapter.launch_hooks():
             runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path

@@ -1,7 +1,8 @@
 """EBCLR (Kim & Ye, "Energy-Based Contrastive Learning of Visual Representations", NeurIPS 2022).
 
-Per step: two views v, v' of the batch (the adapter's kornia augmentation); B chain starts from the
-replay buffer (``MSGLDReplayBuffer``, Sec. 3.3), of which a fraction rho restart from q0; T steps of
+Per step: two views v, v' of the batch (the adapter's kornia augmentation, or solo's CPU pipeline);
+B chain starts from the replay buffer (``MSGLDReplayBuffer``, Sec. 3.3; drawn by ``prepare_step``),
+of which a fraction rho restart from q0; T steps of
 multi-stage proximal SGLD (Eq. 21-22) on the marginal log q(x) = logsumexp_j(-D(z(x), z'_j)/tau)
 (Eq. 20) against the detached second-view projections; one forward of the SGLD samples; then
 L = L_disc + lambda2 * L_gen (Eq. 11 with the empirical forms 18-19, ``ebclr_loss``).
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from solo_hyper.callbacks import PROPOSALS, STORAGES, MSGLDReplayBuffer, SGLDChains
+from solo_hyper.callbacks import MSGLDReplayBuffer
 from solo_hyper.heads import SpaceProjector
 from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
 from solo_hyper.methods.space import (
@@ -30,7 +31,7 @@ from solo_hyper.methods.space import (
     space_args,
     space_from_args,
 )
-from solo_hyper.sgld import ReplayBuffer, msgld
+from solo_hyper.sgld import PROPOSALS, STORAGES, ReplayBuffer, SGLDChains, msgld
 from solo_hyper.solo import adapter
 
 NUMBER_ARGS = (
@@ -205,14 +206,13 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
 
     @staticmethod
     def check_config(cfg: dict) -> None:
-        """Checks that need more than method_kwargs: on-device augmentation, buffer memory."""
-        if not cfg["data"].get("augment_on_device", True):
-            raise ValueError(
-                "ebclr fills its replay buffer with the on-device kornia augmentation: set "
-                "data.augment_on_device=true"
-            )
+        """Checks that need more than method_kwargs: the buffer's memory (where the config names
+        the crop size; a buffer fed by solo's pipeline grows as crops arrive)."""
         kw = cfg["method_kwargs"]
-        crop = int(cfg["augmentations"][0].get("crop_size", 32))
+        augmentations = cfg.get("augmentations") or []
+        if not augmentations:
+            return
+        crop = int(augmentations[0].get("crop_size", 32))
         channels = len(cfg["data"].get("mean") or (0, 0, 0))
         need = ReplayBuffer.bytes_needed(kw["buffer_size"], (channels, crop, crop))
         on_gpu = (
@@ -250,13 +250,13 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
             ),
             space_from_args(a),
         )
-        self.sgld_chains: SGLDChains | None = None
 
     def project(self, feats: Tensor) -> Tensor:
         return self.projector(feats)
 
     def extra_callbacks(self) -> list:
-        """The replay buffer that feeds this method its chain starts (added by ``pretrain``)."""
+        """The replay buffer that feeds this method its chain starts (attached under every
+        launcher by the adapter's ``configure_callbacks``)."""
         a = self.args
         return [
             MSGLDReplayBuffer(
@@ -294,17 +294,28 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
                 float(a.sgld_grad_clamp), a.sigma_min, a.sigma_max, a.noise_decay_K, generator,
             )  # fmt: skip
 
-    def method_loss(self, batch, out: dict, z: list[Tensor]):
-        chains = self.sgld_chains
-        if chains is None:
+    def replay_buffer(self) -> MSGLDReplayBuffer:
+        """The trainer's MSGLDReplayBuffer (``configure_callbacks`` attaches one)."""
+        trainer = self._trainer
+        found = [c for c in getattr(trainer, "callbacks", []) if isinstance(c, MSGLDReplayBuffer)]
+        if not found:
             raise RuntimeError(
-                "ebclr takes its SGLD chain starts from the MSGLDReplayBuffer callback: train "
-                "through solo_hyper.run.train.pretrain, or pass Trainer(callbacks=model.extra_callbacks())"
+                "ebclr takes its SGLD chain starts from the MSGLDReplayBuffer callback, which "
+                "configure_callbacks attaches when a Trainer fits the model: train with "
+                "Trainer.fit (or pass Trainer(callbacks=model.extra_callbacks()))"
             )
+        return found[0]
+
+    def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+        """The step's chain starts, drawn from the replay buffer (fed by the first crops)."""
+        crops = batch[1]
+        return batch, {"chains": self.replay_buffer().draw(crops[0].detach())}
+
+    def method_loss(self, batch, out: dict, z: list[Tensor], chains: SGLDChains):
         a = self.args
         z1, z2 = z
         x_sgld = self.sample_negatives(chains.x, chains.counts, z2, chains.generator)
-        chains.result = x_sgld
+        chains.write_back(x_sgld)
         with frozen_norm_statistics(self):
             out_sgld = self(x_sgld)
         # the official L2 term is on the raw (pre-normalisation) projections

@@ -11,7 +11,8 @@ step 0.007, 7 steps, random start, regulariser weight 1/256 (see losses/robust.p
 weight compares with RoCL's normalisation).
 
 The budget lives in [0, 1] pixel space: the adapter hands this method un-normalised crops
-(``pixel_space_crops``), which are normalised here after the attack.
+(``pixel_space_crops``): made so by the on-device augmentation, or de-normalised from solo's
+CPU pipeline with the statistics that pipeline used; they are normalised here after the attack.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 import torch
 
 from solo_hyper.attacks import eval_mode, pgd_linf
-from solo_hyper.config import ConfigError
 from solo_hyper.losses.robust import adversarial_view_loss, robust_contrastive_loss
 from solo_hyper.methods.hcl import CONTRASTIVE_ARGS, ContrastiveHeadMixin, check_contrastive_args
 from solo_hyper.solo import adapter
@@ -69,17 +69,9 @@ class RHCL(ContrastiveHeadMixin, adapter.MethodBase):
         check_contrastive_args(args)
         check_attack_args(args)
 
-    def build(self) -> None:
-        if self.device_augmentation is None:
-            raise ConfigError(
-                f"{type(self).__name__} attacks crops in [0, 1] pixel space, which needs the "
-                "on-device augmentation: set data.augment_on_device=true"
-            )
-        super().build()
-        self._adversarial_view: torch.Tensor | None = None
-
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        return self.device_augmentation.normalize(x)
+        """[0, 1] pixels -> the backbone's input (the crops' statistics)."""
+        return self.normalize_pixels(x)
 
     def instance_attack(
         self, anchor: torch.Tensor, positive: torch.Tensor, ids: torch.Tensor
@@ -105,20 +97,17 @@ class RHCL(ContrastiveHeadMixin, adapter.MethodBase):
 
             return pgd_linf(attack_loss, anchor, a.eps, a.alpha, a.steps, a.random_start)
 
-    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
-        """Attack the anchor, then solo's step (online classifier, kNN) on the clean crops."""
+    def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Attack the anchor; solo's step (online classifier, kNN) then runs on the clean crops,
+        normalised, and ``method_loss`` gets the normalised adversarial view."""
         indexes, (anchor, positive), targets = batch
         x_adv = self.instance_attack(anchor, positive, indexes)
-        self._adversarial_view = self.normalize(x_adv)  # consumed by method_loss
         clean = [self.normalize(anchor), self.normalize(positive)]
-        return super().training_step([indexes, clean, targets], batch_idx)
+        return [indexes, clean, targets], {"adversarial_view": self.normalize(x_adv)}
 
-    def method_loss(self, batch, out: dict, z: list[torch.Tensor]):
+    def method_loss(self, batch, out: dict, z: list[torch.Tensor], adversarial_view: torch.Tensor):
         indexes = batch[0]
-        x_adv, self._adversarial_view = self._adversarial_view, None
-        if x_adv is None:
-            raise RuntimeError("method_loss needs the adversarial view set by training_step")
-        z_adv = self.project(self.encoder(x_adv))
+        z_adv = self.project(self.encoder(adversarial_view))
         loss, first, regulariser = robust_contrastive_loss(
             z[0], z[1], z_adv, indexes, self.args.temperature, self.args.lambda_adv,
             self.embedding_space, chunk_size=self.args.chunk_size,

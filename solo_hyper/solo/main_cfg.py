@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import copy
 
+from solo_hyper.solo.baselines import BASELINES
+from solo_hyper.solo.common import scaled_lr
+
 # what solo main's launchers accept as data.dataset (solo/args/pretrain.py)
 SOLO_MAIN_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100", "custom")
 
@@ -23,11 +26,7 @@ def solo_config(
     solo main's cfg; lr is scaled here when ``optimizer.scale_lr`` (solo main's parse_cfg, which
     would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs."""
     opt, sched, data = cfg["optimizer"], cfg["scheduler"], cfg["data"]
-    lr = float(opt["lr"])
-    if opt.get("scale_lr"):
-        devices = cfg.get("devices", 1)
-        n_dev = len(devices) if isinstance(devices, (list, tuple)) else max(1, int(devices or 1))
-        lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
+    lr = scaled_lr(cfg)
     extra = copy.deepcopy(dict(opt.get("kwargs") or {}))
     if opt["name"] in ("sgd", "lars"):
         extra.setdefault("momentum", 0.9)
@@ -45,6 +44,8 @@ def solo_config(
     }
     mean = data.get("mean")
     std = data.get("std")
+    entry = BASELINES.get(cfg["method"])
+    momentum = entry.momentum if entry is not None and entry.momentum else (0.99, 1.0)
     return {
         "name": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
@@ -80,6 +81,8 @@ def solo_config(
             "k": int(cfg["knn_eval"]["k"]),
             "distance_func": "euclidean",
         },
+        # momentum methods read their EMA schedule here (DINO's teacher: 0.9995 -> 1)
+        "momentum": {"base_tau": momentum[0], "final_tau": momentum[1], "classifier": False},
         "performance": {"disable_channel_last": False},
         "max_epochs": int(cfg["max_epochs"]),
         "accumulate_grad_batches": int(cfg.get("accumulate_grad_batches") or 1),

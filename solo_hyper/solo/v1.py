@@ -3,14 +3,15 @@
 The only module (with its twin for solo-learn's GitHub main) that imports solo-learn. It supplies:
 - ``PluginBase``: solo's ``BaseMethod`` plus this plugin's backbones and the kornia augmentation
   run in ``on_after_batch_transfer``; mixed under any solo method by ``plugin_class``;
-- ``MethodBase``: the base of this plugin's methods, which only declare ``ARGS``, ``build``,
-  ``project`` and ``method_loss``, so that method files do not depend on solo-learn's API;
+- ``MethodBase``: the base of this plugin's methods (contract in ``common.MethodMixin``), so
+  that method files do not depend on solo-learn's API;
 - ``build_method``: config dict -> LightningModule, with 1.0.2's flat constructor arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 from types import SimpleNamespace
 from typing import Any
@@ -21,75 +22,61 @@ from solo.methods import METHODS
 from solo.methods.base import BaseMethod
 from solo.methods.linear import LinearModel
 from solo.methods.simclr import SimCLR
-from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation
-from solo_hyper.backbones import (
-    FrozenBackbone,
-    build_backbone,
-)
-from solo_hyper.metrics.knn import knn_accuracy
-from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline, trainable_methods
-from solo_hyper.solo.registry import mixin_class, register_into
+from solo_hyper.backbones import build_backbone
+from solo_hyper.solo import common
+from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
+from solo_hyper.solo.common import register as register
+from solo_hyper.solo.common import registered_methods as registered_methods
+from solo_hyper.solo.contract import CONTRACT
 
 API = "solo-learn 1.0.2"
 LIGHTNING = pl
+KNN_PERCENT = False  # val_knn_acc1/5 are fractions in solo-learn 1.0.2
 SOLO_BACKBONES = tuple(BaseMethod._SUPPORTED_ENCODERS)
+SOLO_DATASET_STATS = common.solo_crop_stats(0)  # custom data: --mean/--std
+IMAGENET_STATS = SOLO_DATASET_STATS["imagenet"]  # 1.0.2's --mean/--std defaults
 
 
-class AccumulatingKNN(WeightedKNNClassifier):
-    """solo's kNN metric whose call only accumulates features.
-
-    solo 1.0.2 relies on torchmetrics' ``compute_on_step=False``, which torchmetrics 0.11 no longer
-    honours: calling the metric would compute on each partial batch (and fail on train-only
-    batches). ``update`` is what solo means.
-    """
-
-    def forward(self, *args: Any, **kwargs: Any) -> None:
-        self.update(*args, **kwargs)
-
-    @torch.no_grad()
-    def compute(self) -> tuple[float, float]:
-        # solo 1.0.2 counts classes in the test targets, which fails on small splits
-        top1, top5 = knn_accuracy(
-            torch.cat(self.train_features), torch.cat(self.train_targets),
-            torch.cat(self.test_features), torch.cat(self.test_targets),
-            k=self.k, distance=self.distance_fx, temperature=self.T, epsilon=self.epsilon,
-        )  # fmt: skip
-        return top1, top5
+class AccumulatingKNN(common.AccumulatingKNN):
+    """Fractions, as solo 1.0.2 logs them (``validation_epoch_end`` resets the metric)."""
 
 
-class PluginBase(BaseMethod):
+class PluginBase(common.PluginMixin, BaseMethod):
     """solo's BaseMethod with this plugin's backbones and on-device augmentation.
 
-    Extra constructor arguments (consumed here, the rest go to solo's BaseMethod):
-    backbone_name, backbone_kwargs, augmentations (crop entries), mean, std, small_images
-    (CIFAR stem for solo's ResNets).
+    Extra constructor arguments (consumed here, the rest go to solo's BaseMethod): backbone_name,
+    backbone_kwargs, augmentations (crop entries; None: crops come from solo's CPU pipeline),
+    mean, std (of the crops; None: solo 1.0.2's statistics for ``dataset``, which its launcher
+    passes), small_images (CIFAR stem for solo's ResNets).
     """
-
-    pixel_space_crops = False  # True: training crops arrive in [0, 1], the method normalises
-    required_crops: int | None = None  # e.g. 2 for methods defined on pairs of views
 
     def __init__(
         self,
         *,
-        backbone_name: str = "resnet18",
+        backbone_name: str | None = None,
         backbone_kwargs: dict | None = None,
         augmentations: list[dict] | None = None,
-        mean: tuple[float, ...] = (0.5, 0.5, 0.5),
-        std: tuple[float, ...] = (0.5, 0.5, 0.5),
+        mean: tuple[float, ...] | None = None,
+        std: tuple[float, ...] | None = None,
         small_images: bool = False,
         **kwargs: Any,
     ) -> None:
+        backbone_name = backbone_name or kwargs.get("encoder", "resnet18")
         backbone_kwargs = dict(backbone_kwargs or {})
         native = backbone_name in SOLO_BACKBONES
         kwargs["encoder"] = backbone_name if native else "resnet18"
         backbone_args = dict(kwargs.pop("backbone_args", {}) or {})
-        backbone_args["cifar"] = small_images and native
+        backbone_args["cifar"] = bool(backbone_args.get("cifar")) or (small_images and native)
         if native:
             backbone_args.update(backbone_kwargs)
         kwargs["backbone_args"] = backbone_args
+        self.crop_mean, self.crop_std = common.crop_stats(
+            kwargs.get("dataset"), mean, std, SOLO_DATASET_STATS, None, IMAGENET_STATS,
+            prefer_explicit=bool(augmentations),
+        )
         super().__init__(**kwargs)
         if not native:
             # solo 1.0.2 builds its encoder from a fixed table; swap in ours before the method
@@ -101,23 +88,11 @@ class PluginBase(BaseMethod):
         if self.knn_eval:
             self.knn = AccumulatingKNN(k=self.knn_k, distance_fx="euclidean")
         self.device_augmentation = (
-            DeviceAugmentation(augmentations, mean, std) if augmentations else None
+            DeviceAugmentation(augmentations, self.crop_mean, self.crop_std)
+            if augmentations
+            else None
         )
         self.solo_hyper_config: dict | None = None
-
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Augments un-augmented batches on their device (training) or normalises them (eval)."""
-        if self.device_augmentation is None or self._trainer is None:
-            return batch
-        with torch.no_grad():
-            if self.trainer.training:
-                indexes, images, targets = batch
-                if isinstance(images, (list, tuple)):  # already augmented by a CPU pipeline
-                    return batch
-                crops = self.device_augmentation.crops(images, normalize=not self.pixel_space_crops)
-                return [indexes, crops, targets]
-            images, targets = batch[-2], batch[-1]
-            return [self.device_augmentation.evaluation_view(images), targets]
 
     def validation_epoch_end(self, outs: list[dict[str, Any]]) -> None:
         super().validation_epoch_end(outs)
@@ -125,22 +100,12 @@ class PluginBase(BaseMethod):
             # solo 1.0.2 never resets the metric: features would pile up across epochs
             self.knn.reset()
 
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self.solo_hyper_config is not None:
-            checkpoint["solo_hyper_config"] = self.solo_hyper_config
 
+class MethodBase(common.MethodMixin, PluginBase):
+    """Base of this plugin's methods (the contract: ``common.MethodMixin``), built from 1.0.2's
+    flat keyword arguments, with an argparse hook generated from ARGS."""
 
-class MethodBase(PluginBase):
-    """Base of this plugin's methods. A method declares:
-
-    - ``ARGS``: its arguments and defaults (``method_kwargs`` in the YAML);
-    - ``check_args(args)``: value checks raising ValueError with a clear message;
-    - ``build()``: creates its heads (``self.features_dim`` and ``self.args`` are set);
-    - ``project(feats) -> z``: backbone features to the loss space;
-    - ``method_loss(batch, out, z) -> (loss, metrics)``: z is the list of per-crop projections.
-    """
-
-    ARGS: dict[str, Any] = {}
+    BACKBONE_ATTR = "encoder"
 
     def __init__(self, **kwargs: Any) -> None:
         args = {name: kwargs.pop(name, default) for name, default in self.ARGS.items()}
@@ -148,19 +113,6 @@ class MethodBase(PluginBase):
         super().__init__(**kwargs)
         self.args = SimpleNamespace(**args)
         self.build()
-
-    @staticmethod
-    def check_args(args: SimpleNamespace) -> None:
-        """Overridden by methods that have constraints on their arguments."""
-
-    def build(self) -> None:
-        raise NotImplementedError
-
-    def project(self, feats: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def method_loss(self, batch, out: dict, z: list[torch.Tensor]):
-        raise NotImplementedError
 
     @classmethod
     def add_model_specific_args(cls, parent_parser: argparse.ArgumentParser):
@@ -175,23 +127,13 @@ class MethodBase(PluginBase):
                 group.add_argument(f"--{name}", type=kind, default=default)
         return parent_parser
 
-    @property
-    def learnable_params(self) -> list[dict[str, Any]]:
-        own = (n for n in ("encoder.", "classifier.", "device_augmentation."))
-        prefixes = tuple(own)
-        heads = [p for n, p in self.named_parameters() if not n.startswith(prefixes)]
-        return super().learnable_params + [{"name": "heads", "params": heads}]
-
     def forward(self, X: torch.Tensor, *args, **kwargs) -> dict[str, Any]:
         out = super().forward(X, *args, **kwargs)
         return {**out, "z": self.project(out["feats"])}
 
-    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
-        out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
-        z = [self.project(f) for f in out["feats"]]
-        loss, metrics = self.method_loss(batch, out, z)
-        self.log_dict({f"train_{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=True)
-        return loss + out["loss"]
+    def step_projections(self, out: dict) -> list[torch.Tensor]:
+        # solo 1.0.2's base step returns the per-crop features only
+        return [self.project(f) for f in out["feats"]]
 
 
 def _str2bool(text: str) -> bool:
@@ -210,17 +152,8 @@ _PLUGIN_CLASSES: dict[type, type] = {}
 
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
-    baseline's checks and 1.0.2 fixes (``solo_hyper.solo.baselines``)."""
-    return patch_baseline(mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v1")
-
-
-def register(name: str, cls: type) -> None:
-    """Adds ``cls`` to solo.methods.METHODS under ``name`` (idempotent)."""
-    register_into(METHODS, name, cls)
-
-
-def registered_methods() -> dict[str, type]:
-    return trainable_methods(METHODS)
+    baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
+    return patch_baseline(common.mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v1")
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:
@@ -247,8 +180,13 @@ def _parser_actions(cls: type) -> list[argparse.Action]:
     return list(parser._actions)
 
 
+def launch_hooks() -> contextlib.AbstractContextManager[None]:
+    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook."""
+    return contextlib.nullcontext()
+
+
 def trainer_arg_names() -> set[str]:
-    return set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
+    return common.init_arg_names(pl.Trainer)
 
 
 def trainer_precision(precision: Any) -> Any:
@@ -264,11 +202,7 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
     extra = dict(opt.get("kwargs") or {})
     if opt["name"] in ("sgd", "lars"):
         extra.setdefault("momentum", 0.9)
-    lr = float(opt["lr"])
-    if opt.get("scale_lr"):
-        devices = cfg.get("devices", 1)
-        n_dev = len(devices) if isinstance(devices, (list, tuple)) else max(1, int(devices or 1))
-        lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
+    lr = common.scaled_lr(cfg)
     data = cfg["data"]
     kwargs = dict(
         backbone_name=cfg["backbone"]["name"],
@@ -306,47 +240,17 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
     return model
 
 
-class PluginLinearModel(LinearModel):
-    """solo's LinearModel fed with this plugin's batches: uint8 ``(images, targets)`` or
-    ``(indexes, images, targets)`` turned into model inputs on their device by ``train_view`` /
-    ``eval_view`` (modules; None: the batch is used as it is, e.g. precomputed features)."""
-
-    def __init__(
-        self,
-        backbone: nn.Module,
-        train_view: nn.Module | None = None,
-        eval_view: nn.Module | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(backbone, **kwargs)
-        self.train_view, self.eval_view = train_view, eval_view
-
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        x, y = batch[-2], batch[-1]
-        training = self._trainer is not None and self.trainer.training
-        view = self.train_view if training else self.eval_view
-        if view is not None:
-            with torch.no_grad():
-                x = view(x)
-        return [x, y]
+class PluginLinearModel(common.PluginLinearMixin, LinearModel):
+    """solo 1.0.2's LinearModel fed with this plugin's batches (``common.PluginLinearMixin``)."""
 
 
-def build_linear_model(
-    encoder: nn.Module | None,
-    num_features: int,
-    num_classes: int,
-    linear_cfg: dict,
-    train_view: nn.Module | None = None,
-    eval_view: nn.Module | None = None,
+def _solo_linear_model(
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool
 ) -> LinearModel:
-    """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a validated
-    linear-evaluation config (``solo_hyper.evaluation.linear``)."""
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     return PluginLinearModel(
-        FrozenBackbone(encoder, num_features),
-        train_view=train_view,
-        eval_view=eval_view,
-        num_classes=int(num_classes),
+        backbone,
+        num_classes=num_classes,
         max_epochs=int(linear_cfg["max_epochs"]),
         batch_size=int(opt["batch_size"]),
         optimizer=opt["name"],
@@ -360,18 +264,7 @@ def build_linear_model(
     )
 
 
-__all__ = [
-    "API",
-    "LIGHTNING",
-    "MethodBase",
-    "PluginBase",
-    "SupCon",
-    "build_linear_model",
-    "build_method",
-    "method_arg_defaults",
-    "plugin_class",
-    "register",
-    "registered_methods",
-    "trainer_arg_names",
-    "trainer_precision",
-]
+build_linear_model = common.linear_model_builder(_solo_linear_model)
+
+
+__all__ = [*CONTRACT]

@@ -1,0 +1,127 @@
+"""One adapter contract (solo_hyper.solo.contract.Adapter), checked against whichever adapter
+is installed, and against both adapter files by their source; the shared code lives once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.config import ConfigError
+from solo_hyper.solo import adapter, common
+from solo_hyper.solo.contract import CONTRACT, Adapter
+
+SOLO = Path(__file__).resolve().parents[1] / "solo_hyper" / "solo"
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Module-level names a file defines or imports (what ``module.name`` finds)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def test_the_installed_adapter_satisfies_the_contract():
+    assert isinstance(adapter, Adapter)
+    missing = [name for name in CONTRACT if not hasattr(adapter, name)]
+    assert not missing
+    assert isinstance(adapter.API, str) and isinstance(adapter.KNN_PERCENT, bool)
+    assert hasattr(adapter.LIGHTNING, "Trainer") and "max_epochs" in adapter.trainer_arg_names()
+    assert issubclass(adapter.MethodBase, adapter.PluginBase)
+    assert issubclass(adapter.MethodBase, common.MethodMixin)
+    assert issubclass(adapter.PluginBase, common.PluginMixin)
+    with adapter.launch_hooks():
+        pass
+
+
+@pytest.mark.parametrize("version", ["v1.py", "v2.py"])
+def test_both_adapter_files_provide_every_name_of_the_contract(version):
+    """By source, so that the adapter that is not installed is held to the contract too."""
+    missing = sorted(set(CONTRACT) - _defined_names(SOLO / version))
+    assert not missing, f"{version} lacks {missing}"
+
+
+def test_code_outside_the_adapter_uses_only_the_contract():
+    package = SOLO.parent
+    used = set()
+    for path in package.rglob("*.py"):
+        if path.parent == SOLO:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "adapter"
+            ):
+                used.add(node.attr)
+    assert used and used <= set(CONTRACT), sorted(used - set(CONTRACT))
+
+
+def test_registration_is_idempotent_and_refuses_a_taken_name():
+    methods = adapter.registered_methods()
+    cls = methods["hcl"]
+    adapter.register("hcl", cls)
+    assert adapter.registered_methods()["hcl"] is cls
+    other = type("Other", (), {"__module__": "elsewhere"})
+    with pytest.raises(ValueError, match="already"):
+        adapter.register("hcl", other)
+
+
+def test_plugin_class_mixes_the_plugin_base_in_once():
+    simclr = adapter.registered_methods()["simclr"]
+    mixed = adapter.plugin_class(simclr)
+    assert issubclass(mixed, simclr) and issubclass(mixed, adapter.PluginBase)
+    assert adapter.plugin_class(simclr) is mixed and adapter.plugin_class(mixed) is mixed
+
+
+def test_method_arg_defaults_of_a_plugin_method_are_its_args():
+    hcl = adapter.registered_methods()["hcl"]
+    assert adapter.method_arg_defaults(hcl) == hcl.ARGS
+
+
+def test_knn_metric_accumulates_and_scales_as_solo_logs():
+    knn = adapter.AccumulatingKNN(k=1, distance_fx="euclidean")
+    feats = torch.eye(4)
+    knn(train_features=feats, train_targets=torch.arange(4))
+    knn(test_features=feats, test_targets=torch.arange(4))
+    top1, _ = knn.compute()
+    assert top1 == (100.0 if adapter.KNN_PERCENT else 1.0)
+
+
+@pytest.mark.parametrize(
+    "dataset, mean, std, prefer, expected",
+    [
+        ("cifar10", [0.1] * 3, [0.2] * 3, False, "solo"),  # solo's pipeline ignores --mean
+        ("cifar10", [0.1] * 3, [0.2] * 3, True, "explicit"),  # on-device augmentation
+        ("custom", [0.1] * 3, [0.2] * 3, False, "explicit"),
+        ("fashionmnist", [0.1] * 3, [0.2] * 3, False, "explicit"),
+        (None, None, None, False, "no_dataset"),
+    ],
+)
+def test_crop_statistics_follow_what_the_pipeline_normalised_with(
+    dataset, mean, std, prefer, expected
+):
+    solo = {"cifar10": ((0.5,) * 3, (0.25,) * 3)}
+    no_dataset = ((0.4,) * 3, (0.3,) * 3)
+    got = common.crop_stats(dataset, mean, std, solo, None, no_dataset, prefer_explicit=prefer)
+    want = {
+        "solo": solo.get("cifar10"),
+        "explicit": ((0.1,) * 3, (0.2,) * 3),
+        "no_dataset": no_dataset,
+    }[expected]
+    assert got == want
+
+
+@pytest.mark.parametrize("dataset", ["custom", "svhn"])
+def test_crop_statistics_that_cannot_be_found_are_a_config_error(dataset):
+    with pytest.raises(ConfigError, match="cannot de-normalise.*mean and std"):
+        common.crop_stats(dataset, None, None, {"cifar10": ((0.5,), (0.5,))}, None, None)

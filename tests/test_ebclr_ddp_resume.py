@@ -1,0 +1,86 @@
+"""EBCLR's DDP resume is exact: every rank's replay buffer (samples, counts, random streams) is
+saved in the checkpoint and each rank gets its own back (2 gloo ranks on the CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import fake_loaders, tiny_config
+
+import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.callbacks import MSGLDReplayBuffer
+from solo_hyper.run.train import prepare
+from solo_hyper.solo import adapter
+
+pl = adapter.LIGHTNING
+
+
+class BufferRecorder(pl.Callback):
+    """Saves each rank's own buffer state (to ``folder/{tag}-rank{r}.pt``): at the end of training,
+    or at the first training batch (after the buffer callback restored it, before any draw)."""
+
+    def __init__(self, folder: str, tag: str, at: str) -> None:
+        self.folder, self.tag, self.at, self.done = folder, tag, at, False
+
+    def _save(self, trainer) -> None:
+        cb = next(c for c in trainer.callbacks if isinstance(c, MSGLDReplayBuffer))
+        torch.save(cb._local_state(), f"{self.folder}/{self.tag}-rank{trainer.global_rank}.pt")
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
+        if self.at == "start" and not self.done:
+            self._save(trainer)
+            self.done = True
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.at == "end":
+            self._save(trainer)
+
+
+def _run(tmp_path, recorder: BufferRecorder, steps: int, ckpt_path=None) -> None:
+    cfg = tiny_config(
+        "ebclr", knn_eval={"enabled": False},
+        method_kwargs={"proj_hidden_dim": 16, "proj_output_dim": 8, "buffer_size": 32,
+                       "sgld_steps": 2, "rho": 0.5},
+    )  # fmt: skip
+    prep = prepare(None, base=cfg)
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    checkpoint = pl.callbacks.ModelCheckpoint(
+        dirpath=str(tmp_path / "ck"), save_top_k=0, save_last=True, every_n_train_steps=2
+    )
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=steps, limit_val_batches=0,
+        num_sanity_val_steps=0, logger=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=str(tmp_path), callbacks=[recorder, checkpoint],
+    )  # fmt: skip
+    trainer.fit(model, *fake_loaders(n=64, batch_size=8), ckpt_path=ckpt_path)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(
+        torch.equal(a["buffer"][k], b["buffer"][k])
+        for k in ("samples", "counts", "generator_state")
+    ) and all(
+        torch.equal(x, y)
+        for x, y in (
+            (a["proposal"]["index_generator"], b["proposal"]["index_generator"]),
+            (a["proposal"]["rng"]["cpu"], b["proposal"]["rng"]["cpu"]),
+            (a["noise_generator"]["state"], b["noise_generator"]["state"]),
+        )
+    )
+
+
+@pytest.mark.slow
+def test_each_rank_resumes_with_its_own_buffer(tmp_path):
+    _run(tmp_path, BufferRecorder(str(tmp_path), "stopped", "end"), steps=2)  # then "killed"
+    ckpt = tmp_path / "ck" / "last.ckpt"
+    saved = torch.load(ckpt, weights_only=False)["callbacks"]["MSGLDReplayBuffer"]["ranks"]
+    assert [s["rank"] for s in saved] == [0, 1]
+    stopped = [torch.load(tmp_path / f"stopped-rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert not _same(stopped[0], stopped[1])  # two different buffers, not rank 0's twice
+    for r in (0, 1):
+        assert _same(saved[r], stopped[r])
+
+    _run(tmp_path, BufferRecorder(str(tmp_path), "resumed", "start"), steps=4, ckpt_path=str(ckpt))
+    for r in (0, 1):
+        resumed = torch.load(tmp_path / f"resumed-rank{r}.pt", weights_only=False)
+        assert _same(resumed, stopped[r]), f"rank {r}"
