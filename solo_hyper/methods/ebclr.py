@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,6 +24,7 @@ from torch import Tensor, nn
 from solo_hyper.callbacks import MSGLDReplayBuffer
 from solo_hyper.heads import SpaceProjector
 from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
+from solo_hyper.losses.infonce import free_memory_bytes
 from solo_hyper.methods.space import (
     EmbeddingSpaceMixin,
     check_space_args,
@@ -81,20 +81,6 @@ def eval_mode(module: nn.Module, enabled: bool) -> Iterator[None]:
         yield
     finally:
         module.train(was_training)
-
-
-def available_memory_bytes(on_gpu: bool) -> int | None:
-    """Free memory where the buffer will live: the GPU's (torch.cuda.mem_get_info) or the host's
-    MemAvailable (/proc/meminfo); None where it cannot be read."""
-    if on_gpu:
-        return int(torch.cuda.mem_get_info()[0])
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def processes_per_host(devices: Any) -> int:
@@ -221,7 +207,7 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
             and torch.cuda.is_available()
         )
         copies = 1 if on_gpu else processes_per_host(cfg.get("devices", 1))
-        free = available_memory_bytes(on_gpu)
+        free = free_memory_bytes(torch.device("cuda" if on_gpu else "cpu"))
         if free is None:
             return
         if copies * need > MEMORY_SHARE * free:
