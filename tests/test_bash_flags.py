@@ -13,6 +13,7 @@ from conftest import tiny_config
 from vendored import unpack
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
+from solo_hyper.cli.main import build_parser, own_options
 from solo_hyper.cli.run_solo import run_solo
 from solo_hyper.config import ConfigError
 from solo_hyper.run.train import prepare
@@ -64,6 +65,7 @@ def test_every_shared_bash_file_becomes_a_valid_config(solo_102):
         parsed = split_flags(flags)
         base = tiny_config(parsed["method"][0], method_kwargs={})
         base["augmentations"] = [{"crop_size": 32, "num_crops": 2}]
+        base["data"]["train_subset"] = None  # the whole CIFAR set, as the bash files train on
         overrides = to_overrides(flags) + ["wandb.enabled=false", "accelerator=cpu", "devices=1"]
         try:
             cfg = prepare(None, overrides, base=base).cfg
@@ -72,6 +74,9 @@ def test_every_shared_bash_file_becomes_a_valid_config(solo_102):
         asymmetric = any(len(set(v)) > 1 for f, v in parsed.items() if f in FLAG_KEYS)
         for flag, values in parsed.items():
             if flag in SWITCHES or flag == "optimizer":  # --lars wraps it: checked below
+                continue
+            if flag not in FLAG_KEYS and len(values) > 1:  # nargs="+": a list
+                assert cfg["method_kwargs"][flag] == [yaml.safe_load(v) for v in values], flag
                 continue
             if flag in FLAG_KEYS and FLAG_KEYS[flag].startswith("augmentations.") and asymmetric:
                 for i, value in enumerate(values):  # one entry per crop pipeline
@@ -125,9 +130,9 @@ def test_the_pretrain_command_takes_the_flags(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--configs", "a.yaml", "--lr", "0.4"])
     argv = ["pretrain", "--config", "c.yaml", "max_epochs=2", "--lr", "0.4", "--lars", "--quiet",
-            "--gaussian_prob", "1.0", "0.1", "x.y=1"]  # fmt: skip
-    assert split_pretrain_argv(argv) == (
-        ["pretrain", "--config", "c.yaml", "max_epochs=2", "--quiet", "x.y=1"],
+            "--gaussian_prob", "1.0", "0.1", "x.y=1", "--new-run"]  # fmt: skip
+    assert split_pretrain_argv(argv, own_options(build_parser(), "pretrain")) == (
+        ["pretrain", "--config", "c.yaml", "max_epochs=2", "--quiet", "x.y=1", "--new-run"],
         ["--lr", "0.4", "--lars", "--gaussian_prob", "1.0", "0.1"],
     )
 

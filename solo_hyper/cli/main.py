@@ -249,11 +249,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from solo_hyper.solo.bash_flags import split_pretrain_argv
+def own_options(parser: argparse.ArgumentParser, command: str) -> dict[str, int]:
+    """A subcommand's options -> how many values each takes (0 for a switch)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        option: 0 if action.nargs == 0 else 1
+        for action in sub.choices[command]._actions
+        for option in action.option_strings
+    }
 
-    argv, solo_flags = split_pretrain_argv(sys.argv[1:] if argv is None else list(argv))
-    args = build_parser().parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    solo_flags: list[str] = []
+    if argv[:1] == ["pretrain"]:  # solo-learn 1.0.2's launcher flags may follow the config
+        from solo_hyper.solo.bash_flags import split_pretrain_argv
+
+        argv, solo_flags = split_pretrain_argv(argv, own_options(parser, "pretrain"))
+    args = parser.parse_args(argv)
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
         # time (about 14 lines a user can do nothing about): load them once, silenced

@@ -102,7 +102,8 @@ def _teacher_warmup_within_training(cfg: dict) -> None:
 def _prototypes_fit_the_memory(cfg: dict) -> None:
     """DeepCluster V2 stacks its heads (one prototype count) and seeds k-means with k distinct
     remembered samples per rank."""
-    counts = [int(k) for k in cfg["method_kwargs"]["num_prototypes"]]
+    given = cfg["method_kwargs"]["num_prototypes"]
+    counts = [int(k) for k in given] if isinstance(given, (list, tuple)) else []
     if not counts or len(set(counts)) != 1:
         raise ValueError(
             f"method_kwargs.num_prototypes={counts} must be a non-empty list of one repeated "

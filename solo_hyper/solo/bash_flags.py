@@ -70,20 +70,20 @@ SWITCHES: dict[str, tuple[str, object]] = {
 PLACE_FLAGS = ("data_dir", "train_dir", "val_dir", "gpus")
 
 
-PRETRAIN_OPTIONS = {"--config": 1, "--quiet": 0, "-h": 0, "--help": 0}  # the command's own
-
-
-def split_pretrain_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``pretrain`` arguments -> (the command's own: --config, --quiet, key=value overrides;
-    solo 1.0.2 flags with their values). Other commands' arguments are left whole."""
+def split_pretrain_argv(
+    argv: list[str], own_options: dict[str, int]
+) -> tuple[list[str], list[str]]:
+    """``pretrain`` arguments -> (the command's own: ``own_options`` (option -> number of values,
+    read from the command's parser), key=value overrides; solo 1.0.2 flags with their values).
+    Other commands' arguments are left whole."""
     if argv[:1] != ["pretrain"]:
         return argv, []
     own, solo, i, in_flag = ["pretrain"], [], 1, False
     while i < len(argv):
         token = argv[i]
         name = token.split("=", 1)[0]
-        if name in PRETRAIN_OPTIONS:
-            take = 0 if "=" in token else PRETRAIN_OPTIONS[name]
+        if name in own_options:
+            take = 0 if "=" in token else own_options[name]
             own += argv[i : i + 1 + take]
             i, in_flag = i + 1 + take, False
             continue
@@ -166,8 +166,10 @@ def to_overrides(argv: list[str]) -> list[str]:
             out.append(f"{FLAG_KEYS[flag]}={_one(flag, values)}")
         elif not values:  # a method's boolean switch, e.g. --supervised
             out.append(f"method_kwargs.{flag}=true")
-        else:
-            out.append(f"method_kwargs.{flag}={_one(flag, values)}")
+        elif len(values) == 1:
+            out.append(f"method_kwargs.{flag}={values[0]}")
+        else:  # argparse's nargs="+" (e.g. --num_prototypes 3000 3000 3000): a YAML list
+            out.append(f"method_kwargs.{flag}=[{', '.join(values)}]")
     if "data_dir" in flags or "train_dir" in flags:
         root = PurePosixPath(_one("data_dir", flags.get("data_dir", ["."])))
         out.append(f"data.train_path={root / _one('train_dir', flags.get('train_dir', ['.']))}")
