@@ -24,12 +24,23 @@ from solo_hyper.losses.infonce import check_chunk_size
 __all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss"]
 
 
-def _check_temperature(temperature: float) -> None:
-    if isinstance(temperature, bool) or not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+class _SpaceLoss(nn.Module):
+    """What every loss module holds: a checked temperature, its space (default the sphere) and
+    the chunk size of the blockwise path."""
+
+    def __init__(
+        self, temperature: float, space: Manifold | None, chunk_size: int | str | None
+    ) -> None:
+        super().__init__()
+        if isinstance(temperature, bool) or not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        check_chunk_size(chunk_size)
+        self.temperature = temperature
+        self.space = space if space is not None else Sphere()
+        self.chunk_size = chunk_size
 
 
-class InfoNCELoss(nn.Module):
+class InfoNCELoss(_SpaceLoss):
     """InfoNCE / SupCon (mean over positives) with logits space.similarity / temperature.
 
     forward(z, targets=None): z (2B, P) points of ``space``, the first B rows one view and the
@@ -44,12 +55,7 @@ class InfoNCELoss(nn.Module):
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
     ) -> None:
-        super().__init__()
-        _check_temperature(temperature)
-        check_chunk_size(chunk_size)
-        self.temperature = temperature
-        self.space = space if space is not None else Sphere()
-        self.chunk_size = chunk_size
+        super().__init__(temperature, space, chunk_size)
 
     def forward(self, z: Tensor, targets: Tensor | None = None) -> Tensor:
         if targets is None:
@@ -79,7 +85,7 @@ class HyperbolicInfoNCELoss(InfoNCELoss):
         )
 
 
-class EBCLRLoss(nn.Module):
+class EBCLRLoss(_SpaceLoss):
     """EBCLR's L_disc + lambda2 * L_gen (Kim & Ye 2022); see ``losses.ebclr.ebclr_loss``.
 
     forward(z1, z2, z_sgld, regularised=None) -> (loss, parts): projections (points of
@@ -94,14 +100,10 @@ class EBCLRLoss(nn.Module):
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
     ) -> None:
-        super().__init__()
-        _check_temperature(temperature)
-        check_chunk_size(chunk_size)
+        super().__init__(temperature, space, chunk_size)
         if lambda1 < 0 or lambda2 < 0:
             raise ValueError(f"lambda1 and lambda2 must be >= 0, got {lambda1}, {lambda2}")
-        self.temperature, self.lambda1, self.lambda2 = temperature, lambda1, lambda2
-        self.space = space if space is not None else Sphere()
-        self.chunk_size = chunk_size
+        self.lambda1, self.lambda2 = lambda1, lambda2
 
     def forward(
         self, z1: Tensor, z2: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
