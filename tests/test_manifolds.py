@@ -229,3 +229,19 @@ def test_learnable_curvature_is_a_parameter_and_a_fixed_one_is_exact():
     fixed = make_space("poincare", 0.7)
     assert list(fixed.parameters()) == [] and fixed.curvature == 0.7
     assert isinstance(fixed, PoincareBall) and isinstance(learnable, Lorentz)
+
+
+def test_hyperbolic_ebclr_terms_are_the_same_in_both_models():
+    """EBCLR's energy is the geodesic distance: the same raw projections give the same loss,
+    terms and log-density whether the space is modelled as the ball or the hyperboloid."""
+    from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
+
+    raw = [_tangent(n, 5, seed=20 + n) for n in (6, 6, 4)]
+    results = {}
+    for name in ("poincare", "lorentz"):
+        space = make_space(name, 0.4)
+        z1, z2, zs = (map_to_space(r, space) for r in raw)
+        loss, parts = ebclr_loss(z1, z2, zs, 0.1, 0.01, 0.5, space, regularised=(raw[0], raw[2]))
+        results[name] = (loss, parts["disc"], parts["gen"], ebclr_log_density(z1, z2, 0.1, space))
+    for got, want in zip(results["lorentz"], results["poincare"]):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
