@@ -236,7 +236,7 @@ def test_hyperbolic_ebclr_terms_are_the_same_in_both_models():
     terms and log-density whether the space is modelled as the ball or the hyperboloid."""
     from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
 
-    raw = [_tangent(n, 5, seed=20 + n) for n in (6, 6, 4)]
+    raw = [_tangent(n, 5, seed=20 + i) for i, n in enumerate((6, 6, 4))]  # distinct views
     results = {}
     for name in ("poincare", "lorentz"):
         space = make_space(name, 0.4)
