@@ -28,8 +28,9 @@ def map_to_space(
 
     Runs in float32 even under autocast: tanh/artanh (ball) and cosh (hyperboloid) near their
     limits lose everything in bf16/fp16. With normalisation every point lies at the same
-    distance from the origin (2 on the ball: distances bounded by 4 for any c, so the logits
-    -d/tau never underflow; HCL's ablation, section 4.4).
+    distance from the origin (2 on the ball and on the hyperboloid alike, which take v as the
+    ball's tangent vector: distances bounded by 4 for any c, so the logits -d/tau never
+    underflow; HCL's ablation, section 4.4).
     """
     if v.dtype in (torch.float16, torch.bfloat16):
         v = v.float()

@@ -16,13 +16,17 @@ from solo_hyper.geometry import (
     Lorentz,
     PoincareBall,
     Sphere,
+    logmap0,
+    lorentz_expmap0,
     lorentz_inner,
+    lorentz_logmap0,
     lorentz_to_poincare,
     make_space,
     poincare_distance,
     poincare_to_lorentz,
     space_from_dict,
 )
+from solo_hyper.heads import map_to_space
 from solo_hyper.losses import contrastive_loss
 
 CURVATURES = [0.1, 0.5, 1.0, 2.0]
@@ -38,13 +42,33 @@ def test_lorentz_distance_equals_poincare_distance_of_the_isometric_images(c):
     """d_L(x, y) = d_P(phi(x), phi(y)) with phi(x) = x_s / (1 + sqrt(c) x_0), to 1e-9 relative;
     the ball side is Eq. 2 through Mobius addition, not a Gram form."""
     lorentz = make_space("lorentz", c)
-    x = lorentz.expmap0(_tangent(12, 4, seed=1, scale=1.5 / c**0.5))
+    x = lorentz.expmap0(_tangent(12, 4, seed=1, scale=0.75 / c**0.5))
     d_lorentz = lorentz.distance_matrix(x, x)
     p = lorentz_to_poincare(x, c)
     d_ball = poincare_distance(p[:, None], p[None], c)
     off = ~torch.eye(12, dtype=torch.bool)
     torch.testing.assert_close(d_lorentz[off], d_ball[off], rtol=1e-9, atol=0)
     torch.testing.assert_close(poincare_to_lorentz(p, c), x, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("c", CURVATURES)
+@pytest.mark.parametrize("normalize, clip", [(True, None), (False, None), (False, 1.0)])
+def test_both_models_embed_the_same_outputs_as_the_same_points(c, normalize, clip):
+    """One space, two models: the head's mapping of the same vectors gives isometric images
+    (x_s / (1 + sqrt(c) x_0) is the ball's point), the same distances and inverse logmap0s, for
+    radii up to sqrt(c) ||v|| = 2.5 (inside the float64 ball's boundary margin)."""
+    ball, lorentz = make_space("poincare", c), make_space("lorentz", c)
+    scale = 1.0 if normalize else 2.5 / c**0.5
+    v = torch.nn.functional.normalize(_tangent(16, 5, seed=11), dim=1) * scale
+    v = v * torch.linspace(0.05, 1.0, 16, dtype=v.dtype)[:, None]  # radii from near 0 outward
+    x = map_to_space(v, lorentz, normalize, clip)
+    p = map_to_space(v, ball, normalize, clip)
+    torch.testing.assert_close(lorentz_to_poincare(x, c), p, rtol=1e-12, atol=1e-14)
+    off = ~torch.eye(16, dtype=torch.bool)
+    torch.testing.assert_close(
+        lorentz.distance_matrix(x, x)[off], ball.distance_matrix(p, p)[off], rtol=1e-9, atol=0
+    )
+    torch.testing.assert_close(lorentz.logmap0(x), logmap0(p, c), rtol=1e-10, atol=1e-14)
 
 
 def _mp_lorentz_distance(x: list[float], y: list[float], c: float) -> mpmath.mpf:
@@ -60,8 +84,8 @@ def _mp_lorentz_distance(x: list[float], y: list[float], c: float) -> mpmath.mpf
 @pytest.mark.parametrize("c", CURVATURES)
 def test_lorentz_distance_matches_exact_arithmetic_and_geoopt(c):
     lorentz = make_space("lorentz", c)
-    x = lorentz.expmap0(_tangent(6, 3, seed=2, scale=2.0 / c**0.5))
-    y = lorentz.expmap0(_tangent(5, 3, seed=3, scale=2.0 / c**0.5))
+    x = lorentz.expmap0(_tangent(6, 3, seed=2, scale=1.0 / c**0.5))
+    y = lorentz.expmap0(_tangent(5, 3, seed=3, scale=1.0 / c**0.5))
     d = lorentz.distance_matrix(x, y)
     exact = torch.tensor(
         [[float(_mp_lorentz_distance(a.tolist(), b.tolist(), c)) for b in y] for a in x],
@@ -72,12 +96,14 @@ def test_lorentz_distance_matches_exact_arithmetic_and_geoopt(c):
     # default float32 parameter would round c)
     oracle = geoopt.Lorentz(k=torch.tensor(1 / c, dtype=torch.float64))
     torch.testing.assert_close(d, oracle.dist(x[:, None], y[None]), rtol=1e-9, atol=0)
+    # the space takes the ball's tangent vector v; the hyperboloid's (geoopt's) is 2v
     v = _tangent(4, 3, seed=4)
-    tangent = torch.cat([torch.zeros(4, 1, dtype=v.dtype), v], dim=1)
-    torch.testing.assert_close(lorentz.expmap0(v), oracle.expmap0(tangent), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(
-        lorentz.logmap0(lorentz.expmap0(v)), oracle.logmap0(oracle.expmap0(tangent))[:, 1:]
-    )
+    tangent = torch.cat([torch.zeros(4, 1, dtype=v.dtype), 2 * v], dim=1)
+    point = oracle.expmap0(tangent)
+    torch.testing.assert_close(lorentz.expmap0(v), point, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(lorentz_expmap0(2 * v, c), point, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(lorentz.logmap0(point), oracle.logmap0(point)[:, 1:] / 2)
+    torch.testing.assert_close(lorentz_logmap0(point, c), oracle.logmap0(point)[:, 1:])
 
 
 @pytest.mark.parametrize("c", CURVATURES)
@@ -104,9 +130,9 @@ def test_lorentz_points_lie_on_the_hyperboloid_and_maps_invert(c):
     ulp = 4 * torch.finfo(x.dtype).eps * x[:, 0] ** 2
     assert bool(((lorentz_inner(x, x) + 1 / c).abs() <= ulp).all())
     torch.testing.assert_close(lorentz.logmap0(x), v, rtol=1e-10, atol=1e-12)
-    # the distance to the origin is the tangent norm
+    # the distance to the origin is the Riemannian norm of the ball's tangent vector, 2||v||
     origin = lorentz.expmap0(torch.zeros(1, 6, dtype=x.dtype))
-    torch.testing.assert_close(lorentz.distance_matrix(origin, x)[0], v.norm(dim=1))
+    torch.testing.assert_close(lorentz.distance_matrix(origin, x)[0], 2 * v.norm(dim=1))
     # project recomputes the time coordinate of points that drifted off
     drifted = x.clone()
     drifted[:, 0] *= 1.001
@@ -134,13 +160,14 @@ def test_lorentz_distance_matrix_never_builds_an_n_by_m_by_d_tensor():
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("geometry", ["lorentz", "poincare"])
 def test_gradients_are_finite_at_radius_twenty(precision, geometry):
-    """sqrt(c) * radius = 20: the ball rounds onto its float32 margin, cosh(20) ~ 2.4e8 on the
-    hyperboloid; loss and gradients (points, curvature) stay finite."""
+    """sqrt(c) * radius = 20 (tangent vectors of norm 10, the ball's convention): the ball
+    rounds onto its float32 margin, cosh(20) ~ 2.4e8 on the hyperboloid; loss and gradients
+    (points, curvature) stay finite."""
     c = 1.0
     space = make_space(geometry, c, learnable_curvature=True)
     g = torch.Generator().manual_seed(8)
     directions = torch.nn.functional.normalize(torch.randn(8, 4, generator=g), dim=1)
-    v = (20.0 * directions).requires_grad_(True)
+    v = (10.0 * directions).requires_grad_(True)
     ids = torch.arange(4).repeat(2)
     context = (
         torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else torch.no_grad()
@@ -202,3 +229,19 @@ def test_learnable_curvature_is_a_parameter_and_a_fixed_one_is_exact():
     fixed = make_space("poincare", 0.7)
     assert list(fixed.parameters()) == [] and fixed.curvature == 0.7
     assert isinstance(fixed, PoincareBall) and isinstance(learnable, Lorentz)
+
+
+def test_hyperbolic_ebclr_terms_are_the_same_in_both_models():
+    """EBCLR's energy is the geodesic distance: the same raw projections give the same loss,
+    terms and log-density whether the space is modelled as the ball or the hyperboloid."""
+    from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
+
+    raw = [_tangent(n, 5, seed=20 + i) for i, n in enumerate((6, 6, 4))]  # distinct views
+    results = {}
+    for name in ("poincare", "lorentz"):
+        space = make_space(name, 0.4)
+        z1, z2, zs = (map_to_space(r, space) for r in raw)
+        loss, parts = ebclr_loss(z1, z2, zs, 0.1, 0.01, 0.5, space, regularised=(raw[0], raw[2]))
+        results[name] = (loss, parts["disc"], parts["gen"], ebclr_log_density(z1, z2, 0.1, space))
+    for got, want in zip(results["lorentz"], results["poincare"]):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0)

@@ -328,6 +328,44 @@ def test_fast_dev_run_fit_on_device_crops(method):
     assert 0.0 <= float(trainer.callback_metrics["val_knn_acc1"]) <= 100.0
 
 
+@needs_main
+def test_shcls_baseline_under_main_is_the_mean_over_positives_supcon():
+    """main's own SupCon scores an anchor by the log of its summed positives; under this plugin it
+    trains SupCon's mean-over-positives loss, so that on the same weights and batch it equals
+    SHCL with cosine logits (geometry sphere) and differs from main's function."""
+    from solo.losses.simclr import simclr_loss_func
+
+    from solo_hyper.losses import contrastive_loss
+
+    def build(method, **kwargs):
+        prep = prepare(None, base=tiny_config(method, method_kwargs={**_kwargs(method), **kwargs}))
+        return adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+
+    supcon = build("supcon", temperature=0.2)
+    shcl = build("shcl", temperature=0.2, geometry="sphere")
+    missing, unexpected = shcl.load_state_dict(supcon.state_dict(), strict=False)
+    assert not unexpected and not [k for k in missing if not k.startswith("momentum")]
+    g = torch.Generator().manual_seed(3)
+    crops = [torch.rand(8, 3, 28, 28, generator=g) for _ in range(2)]
+    targets = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])  # several positives per anchor
+    batch = (torch.arange(8), crops, targets)
+    for model in (supcon, shcl):
+        model.eval()  # the same BatchNorm statistics in both steps
+    with torch.no_grad():
+        z = torch.cat([supcon(x)["z"] for x in crops])
+        ids = targets.repeat(2)
+        want = contrastive_loss(z, ids, 0.2, distance="cosine")
+        logsum = simclr_loss_func(z, indexes=ids, temperature=0.2)
+        got_supcon = supcon.training_step(batch, 0)
+        got_shcl = shcl.training_step(batch, 0)
+    got = got_supcon["loss"] if isinstance(got_supcon, dict) else got_supcon
+    other = got_shcl["loss"] if isinstance(got_shcl, dict) else got_shcl
+    torch.testing.assert_close(got, other, rtol=1e-5, atol=1e-6)
+    class_loss = got - want
+    assert 0 < float(class_loss) < 10  # the online classifier's cross-entropy, the rest
+    assert abs(float(logsum - want)) > 1e-2  # the two forms differ on this batch
+
+
 class SoloPipelineBatches(torch.utils.data.Dataset):
     """Batches as solo main's CPU pipeline makes them: (index, [normalised float crops], target)."""
 

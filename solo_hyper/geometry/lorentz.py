@@ -6,8 +6,15 @@ with origin o = (1/sqrt c, 0, ..., 0) and geodesic distance
     d(x, y) = (1/sqrt c) arcosh(-c <x, y>_L)
 (geoopt's ``Lorentz(k)`` with k = 1/c: sqrt(k) arcosh(-<x, y>_L / k)). The map
 x -> x_s / (1 + sqrt(c) x_0) is an isometry onto the Poincare ball of the same curvature.
-Tangent vectors at the origin have time component 0, so ``expmap0`` takes their D spatial
-components and ``logmap0`` returns them.
+Tangent vectors at the origin have time component 0, so ``lorentz_expmap0`` takes their D
+spatial components and ``lorentz_logmap0`` returns them.
+
+Tangent convention: these functions take the hyperboloid's own tangent vector u at o (ambient
+coordinates, Riemannian norm ||u||: exp_o(u) lies at distance ||u|| from o, as in geoopt). The
+ball's chart has conformal factor 2 at the origin (HCL's Eq. 3), so the ball's tangent vector v
+(Riemannian norm 2||v||) is u = 2v here: ``lorentz_expmap0(2 v, c)`` is the isometric image of
+the ball's ``expmap0(v, c)``. The ``Lorentz`` space (``manifolds``) takes v, the ball's
+convention, so that both models embed the same projector outputs as the same points.
 
 The time coordinate is always recomputed from the spatial part (x_0 = sqrt(1/c + ||x_s||^2)),
 so results lie on the hyperboloid to rounding. cosh overflows float32 near 89: ``expmap0``
@@ -42,7 +49,8 @@ __all__ = [
 
 
 def max_radius(dtype: torch.dtype) -> float:
-    """Largest sqrt(c) * (distance to the origin) that ``expmap0`` produces in ``dtype``."""
+    """Largest sqrt(c) * (distance to the origin) that ``lorentz_expmap0`` produces in ``dtype``
+    (sqrt(c) ||u|| of its tangent input, sqrt(c) 2||v|| of the ball-convention one)."""
     return 300.0 if dtype == torch.float64 else 32.0
 
 
@@ -66,6 +74,9 @@ def lorentz_project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
 def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     """exp_o(0, v) = (cosh(r)/sqrt c, sinh(r) v / r), r = sqrt(c) ||v||: (..., D) -> (..., D+1).
 
+    v is the hyperboloid's tangent vector (distance ||v|| from the origin; the module docstring
+    gives the factor 2 to the ball's convention).
+
     r is capped at ``max_radius`` (the direction is kept, the gradient along it is zero there).
     """
     check_curvature(c)
@@ -79,7 +90,8 @@ def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
 
 @hyperbolic_float32
 def lorentz_logmap0(x: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """Inverse of ``lorentz_expmap0``: asinh(s) x_s / s with s = sqrt(c) ||x_s|| (..., D).
+    """Inverse of ``lorentz_expmap0``: asinh(s) x_s / s with s = sqrt(c) ||x_s|| (..., D),
+    the hyperboloid's tangent vector (norm = distance to the origin).
 
     asinh of the spatial norm rather than arcosh of x_0: exact near the origin, where
     sqrt(c) x_0 rounds to 1.

@@ -10,6 +10,15 @@ together (geoopt's idea), behind one interface that heads, losses and evaluation
 Spaces are ``nn.Module``s so that a learnable curvature (a softplus parameter, as HCL's head
 always had) is trained, saved and moved with the model. ``curvature`` is c > 0 of the hyperbolic
 spaces of curvature -c; the unit sphere has curvature 1 and Euclidean space 0.
+
+Tangent convention: ``expmap0`` of both hyperbolic spaces takes the Poincare ball's tangent
+vector v at the origin (coordinates of the ball's chart, Riemannian norm 2||v||: the conformal
+factor at the origin is 2, HCL's Eq. 3). So ``make_space("lorentz", c).expmap0(v)`` is the
+isometric image x_s / (1 + sqrt(c) x_0) of ``make_space("poincare", c).expmap0(v)``: the same
+projector outputs give the same distances and the same loss in either model. (The one
+difference is numerical: the ball keeps a margin from its boundary, ``ball_margin``; the
+hyperboloid has none, so for sqrt(c) ||v|| beyond ~3 in float32 the ball's points stop moving
+outward and the hyperboloid's do not.)
 """
 
 from __future__ import annotations
@@ -256,17 +265,21 @@ class PoincareBall(Manifold):
 
 class Lorentz(Manifold):
     """The hyperboloid of curvature -c: points (N, D+1), time coordinate first (see
-    ``geometry.lorentz``). Distances need no boundary margin; the radius cap of ``expmap0``
-    (``max_radius(dtype)``) keeps cosh finite."""
+    ``geometry.lorentz``), the same space as ``PoincareBall`` in another model.
+
+    ``expmap0`` takes the ball's tangent vector v (the module's convention): the hyperboloid's
+    own tangent vector is 2v, so v lands at distance 2||v|| from the origin, as on the ball.
+    Distances need no boundary margin; the radius cap of ``expmap0`` (``max_radius(dtype)`` on
+    sqrt(c) * distance, i.e. sqrt(c) ||v|| <= 16 in float32) keeps cosh finite."""
 
     name = "lorentz"
     curved = True
 
     def expmap0(self, v: torch.Tensor) -> torch.Tensor:
-        return lorentz_expmap0(v, self.curvature_for(v))
+        return lorentz_expmap0(_BALL_TO_HYPERBOLOID * v, self.curvature_for(v))
 
     def logmap0(self, x: torch.Tensor) -> torch.Tensor:
-        return lorentz_logmap0(x, self.curvature_for(x))
+        return lorentz_logmap0(x, self.curvature_for(x)) / _BALL_TO_HYPERBOLOID
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         return lorentz_project(x, self.curvature_for(x))
@@ -283,6 +296,11 @@ class Lorentz(Manifold):
 
 def _sqrt(c: Curvature) -> Curvature:
     return c.sqrt() if isinstance(c, torch.Tensor) else math.sqrt(c)
+
+
+# the conformal factor of the ball at its origin: the differential of the isometry ball ->
+# hyperboloid there, which turns the ball's tangent vector v into the hyperboloid's 2v
+_BALL_TO_HYPERBOLOID = 2.0
 
 
 _SPACES: dict[str, type[Manifold]] = {

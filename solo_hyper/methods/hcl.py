@@ -3,8 +3,9 @@
 HCL: SimCLR's InfoNCE (Eq. 6) with the Poincare distance -d_c(z_i, z_a)/tau as logit, the
 projector output L2-normalised and mapped by expmap0 onto the ball of curvature c.
 SHCL: the same with class labels defining the positives (SupCon's form, Eq. 8).
-``geometry`` picks the space: poincare (the paper), lorentz (the hyperboloid, same distances in
-another model), euclidean, or sphere (cosine logits: SimCLR / SupCon with the same code path).
+``geometry`` picks the space: poincare (the paper), lorentz (the hyperboloid: the same points,
+distances and loss for the same projector outputs, in another model; ``geometry.manifolds``),
+euclidean, or sphere (cosine logits: SimCLR / SupCon with the same code path).
 """
 
 from __future__ import annotations

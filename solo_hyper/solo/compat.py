@@ -16,6 +16,12 @@ solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
 - SimCLR/SupCon, NNCLR and VICReg compute their loss on the local batch only, where solo main
   (and this plugin's losses) use every rank's samples: under DDP they are made to gather, as
   main does, so that baselines and our methods see the same candidates.
+solo-learn main:
+- SimCLR and SupCon score each anchor by the log of its summed positives,
+  -log(sum_p e^{s_ip} / sum_{a != i} e^{s_ia}) (SupCon's L_in), where 1.0.2's SupCon and this
+  plugin's SHCL average the log-probability over the positives (L_out, SHCL's Eq. 8): with class
+  labels (or more than two crops) the two are different losses, so main's are made L_out, the
+  same ``contrastive_loss(distance='cosine')`` as on 1.0.2 (with one positive they are equal).
 Both versions: SwAV and DeepCluster V2 make buffers at train start, without which a checkpoint
 of theirs does not load; DeepCluster V2 has no cluster assignments in its first epoch, and its
 loss, a mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops
@@ -129,6 +135,33 @@ class GatheredSimCLR:
         z = torch.cat([self.projector(f) for f in feats])
         ids = (targets if self.supervised else indexes).repeat(len(feats))
         return contrastive_loss(z, ids, self.temperature, distance="cosine")
+
+
+# ------------------------------------------------------------------------------ mean over positives (main)
+def mean_over_positives_loss(
+    z: torch.Tensor, indexes: torch.Tensor, temperature: float = 0.1
+) -> torch.Tensor:
+    """main's ``simclr_loss_func(z, indexes, temperature)`` signature with SupCon's
+    mean-over-positives InfoNCE (cosine logits, every rank's crops as candidates)."""
+    return contrastive_loss(z, indexes, temperature, distance="cosine")
+
+
+class _MeanOverPositives:
+    """A main training step whose ``simclr_loss_func`` is ``mean_over_positives_loss``."""
+
+    LOSS_MODULE = ""  # the solo module whose globals the step reads its loss from
+
+    def training_step(self, batch: list[Any], batch_idx: int):
+        with replaced(self.LOSS_MODULE, "simclr_loss_func", mean_over_positives_loss):
+            return super().training_step(batch, batch_idx)
+
+
+class MeanOverPositivesSimCLR(_MeanOverPositives):
+    LOSS_MODULE = "solo.methods.simclr"
+
+
+class MeanOverPositivesSupCon(_MeanOverPositives):
+    LOSS_MODULE = "solo.methods.supcon"
 
 
 def gathered_nnclr_loss(nn: torch.Tensor, p: torch.Tensor, temperature: float = 0.1):
@@ -247,6 +280,8 @@ FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
     ("solo.methods.base:BaseMomentumMethod", ("v1",), MomentumBackboneIsACopy),
     ("solo.methods.dino:DINO", ("v1",), LightningGradientClipping),
     ("solo.methods.simclr:SimCLR", ("v1",), GatheredSimCLR),
+    ("solo.methods.simclr:SimCLR", ("v2",), MeanOverPositivesSimCLR),
+    ("solo.methods.supcon:SupCon", ("v2",), MeanOverPositivesSupCon),
     ("solo.methods.nnclr:NNCLR", ("v1",), GatheredNNCLR),
     ("solo.methods.vicreg:VICReg", ("v1",), GatheredVICReg),
     ("solo.methods.wmse:WMSE", ("v1",), LinalgWhitening),
