@@ -324,6 +324,48 @@ def test_initial_buffer_takes_the_configured_count_and_restarts_count_zero(pipel
     assert {0.0, 2.0} <= seen <= {0.0, 1.0, 2.0, 3.0, 4.0, 5.0}
 
 
+class CountingCrops(SoloCrops):
+    """SoloCrops that count how many items were read."""
+
+    reads = 0
+
+    def __getitem__(self, i: int):
+        self.reads += 1
+        return super().__getitem__(i)
+
+
+def test_on_solos_pipeline_a_resumed_buffer_is_restored_not_refilled():
+    model = solo_pipeline_model({"rho": 0.5})
+    train, _, pixels = solo_loaders(model)
+    cb = MSGLDReplayBuffer(16, rho=0.5, seed=2)
+    start(cb, model, train)
+    for i in range(3):
+        step(cb, 8, shift=0.1 * (i + 1))
+    saved = clone_state(cb.state_dict())
+    counting = CountingCrops(pixels, model.crop_mean, model.crop_std, flip=True)
+    loader = torch.utils.data.DataLoader(counting, batch_size=8)
+    resumed = MSGLDReplayBuffer(16, rho=0.5, seed=999)
+    resumed.load_state_dict(saved)
+    start(resumed, solo_pipeline_model({"rho": 0.5}), loader)
+    assert counting.reads == 0  # nothing refilled (nor read for the shape)
+    assert_same_state(clone_state(resumed.state_dict()), saved)
+    a, b = cb.draw(torch.zeros(8, 3, 28, 28)), resumed.draw(torch.zeros(8, 3, 28, 28))
+    assert torch.equal(a.x, b.x) and torch.equal(a.counts, b.counts)  # the same restarts too
+
+
+def test_on_solos_pipeline_each_rank_fills_its_own_buffer():
+    model = solo_pipeline_model()
+    train, _, _ = solo_loaders(model)
+    buffers = []
+    for rank in (0, 1):
+        cb = MSGLDReplayBuffer(16, rho=0.5, seed=2)
+        trainer = SimpleNamespace(global_rank=rank, global_step=0, train_dataloader=train)
+        cb.on_train_start(trainer, model)
+        buffers.append(cb.buffer)
+    assert all(b.initialized and torch.all(b.counts == 5.0) for b in buffers)
+    assert not torch.equal(buffers[0].samples, buffers[1].samples)
+
+
 SOLO_STATS = adapter.SOLO_DATASET_STATS["cifar10"]  # solo's own table, as its pipeline uses it
 
 
