@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-from conftest import fake_loaders, tiny_config
+from conftest import SoloCrops, fake_loaders, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import to_float_rgb
@@ -178,29 +178,6 @@ def test_the_method_says_how_to_get_a_buffer_outside_a_trainer():
     batch = [torch.arange(4), [torch.zeros(4, 3, 28, 28)] * 2, torch.zeros(4, dtype=torch.long)]
     with pytest.raises(RuntimeError, match="MSGLDReplayBuffer.*Trainer.fit"):
         model.prepare_step(batch)
-
-
-class SoloCrops(torch.utils.data.Dataset):
-    """A training set as solo-learn's CPU pipeline makes it: (index, [crop, crop], target), each
-    crop normalised with ``mean``/``std``; ``flip``: each crop flipped or not by torch's global
-    generator, as solo's torchvision transforms draw."""
-
-    def __init__(self, pixels: torch.Tensor, mean, std, flip: bool = False) -> None:
-        self.pixels, self.flip = pixels, flip
-        self.mean = torch.tensor(mean).view(-1, 1, 1)
-        self.std = torch.tensor(std).view(-1, 1, 1)
-
-    def __len__(self) -> int:
-        return len(self.pixels)
-
-    def crop(self, i: int) -> torch.Tensor:
-        p = self.pixels[i]
-        if self.flip and bool(torch.rand(()) < 0.5):
-            p = p.flip(-1)
-        return (p - self.mean) / self.std
-
-    def __getitem__(self, i: int):
-        return i, [self.crop(i), self.crop(i)], i % 10
 
 
 def solo_pipeline_model(method_kwargs: dict | None = None, **sections) -> EBCLR:
