@@ -81,10 +81,28 @@ def build_crop_pipeline(entry: dict) -> nn.Sequential:
         ops.append(K.RandomEqualize(p=e["equalization"]["prob"]))
     if e["horizontal_flip"]["prob"] > 0:
         ops.append(K.RandomHorizontalFlip(p=e["horizontal_flip"]["prob"]))
-    gn = e["gaussian_noise"]
-    if gn["prob"] > 0:
-        ops.append(K.RandomGaussianNoise(mean=0.0, std=gn["std"], p=gn["prob"]))
+    noise = pixel_noise(e)
+    if noise is not None:
+        ops.append(noise)
     return nn.Sequential(*ops)
+
+
+def pixel_noise(entry: dict) -> nn.Module | None:
+    """The entry's additive Gaussian noise on [0, 1] pixels (per image, no clamp, as the EBCLR
+    code), or None when its probability is 0."""
+    gn = with_defaults(entry)["gaussian_noise"]
+    if not gn["prob"] > 0:
+        return None
+    return K.RandomGaussianNoise(mean=0.0, std=float(gn["std"]), p=float(gn["prob"]))
+
+
+def crop_noise(entries: Sequence[dict] | None) -> list[nn.Module | None]:
+    """Per crop (entries in order, each ``num_crops`` times) its ``pixel_noise``: what a CPU
+    pipeline that does not know ``gaussian_noise`` (solo-learn's) leaves to the device."""
+    out: list[nn.Module | None] = []
+    for entry in entries or []:
+        out += [pixel_noise(entry)] * int(with_defaults(entry)["num_crops"])
+    return out
 
 
 def to_float_rgb(images: torch.Tensor) -> torch.Tensor:

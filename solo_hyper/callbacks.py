@@ -1,10 +1,10 @@
 """Lightning callbacks.
 
 ``MSGLDReplayBuffer`` is the home of EBCLR's replay buffer of SGLD chains (Kim & Ye, NeurIPS 2022,
-Sec. 3.3): it builds the buffer when training starts (filled from the proposal q0, or growing from
-the crops that a CPU pipeline such as solo-learn's delivers), and hands a method a step's chain
-starts through one call, ``draw(crops) -> SGLDChains``, whose ``write_back`` stores the step's
-MSGLD outputs. Its whole state (samples, counts and every random stream it draws from) travels in
+Sec. 3.3): it builds the buffer when training starts, full before the first step (augmented
+training images from the proposal q0, whichever pipeline makes the crops), and hands a method a
+step's chain starts through one call, ``draw(crops) -> SGLDChains``, whose ``write_back`` stores the
+step's MSGLD outputs. Its whole state (samples, counts and every random stream it draws from) travels in
 the Lightning checkpoint, every DDP rank's own, so that a resumed run continues with exactly the
 buffers it stopped with. The Lightning module comes from the adapter (``adapter.LIGHTNING``), so
 the callback works with whichever Lightning the installed solo-learn runs on.
@@ -21,7 +21,15 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from solo_hyper.augment import to_float_rgb
-from solo_hyper.sgld import PROPOSALS, STORAGES, PrivateRNG, Proposal, ReplayBuffer, SGLDChains
+from solo_hyper.sgld import (
+    PROPOSALS,
+    STORAGES,
+    PrivateRNG,
+    Proposal,
+    ReplayBuffer,
+    SGLDChains,
+    dataset_items,
+)
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -37,7 +45,33 @@ def _train_dataset(trainer: Any) -> Dataset:
         loader = next(iter(loader.values()))
     if isinstance(loader, (list, tuple)):
         loader = loader[0]
-    return loader.dataset
+    dataset = getattr(loader, "dataset", None)
+    if dataset is None or not hasattr(dataset, "__len__"):
+        raise RuntimeError(
+            "ebclr fills its replay buffer with augmented training images before the first "
+            "step: train with a DataLoader over a map-style dataset (got "
+            f"{type(loader).__name__}), or use method_kwargs.proposal=uniform with the "
+            "on-device augmentation"
+        )
+    return dataset
+
+
+def _first_crop(crops: Any) -> Tensor:
+    """The first crop of a CPU pipeline's batched item (a list of (N, C, H, W) crops)."""
+    if not isinstance(crops, (list, tuple)) or not isinstance(crops[0], Tensor):
+        raise TypeError(
+            "crops from a CPU pipeline: the replay buffer reads the training set's augmented "
+            "crops (items (index, [crop, ...], target), as solo-learn's datasets), got items of "
+            f"type {type(crops).__name__}"
+        )
+    return crops[0]
+
+
+def pipeline_crop_shape(dataset: Dataset, seed: int, device: Any) -> tuple[int, ...]:
+    """(C, H, W) of the crops a CPU pipeline's training set makes (one item, read with a random
+    stream of its own so that the run's randomness is untouched)."""
+    with PrivateRNG(seed + 5, torch.device(device)).active():
+        return tuple(_first_crop(dataset_items(dataset, [0])).shape[1:])
 
 
 def buffer_shape(augmentation: Any) -> tuple[int, int, int]:
@@ -63,10 +97,13 @@ class MSGLDReplayBuffer(pl.Callback):
     (the run's seed after seed_everything); each rank adds its own offset. init_count: the count
     of the initial buffer (5.0 = official code, see ReplayBuffer).
 
-    With the method's on-device augmentation (``pl_module.device_augmentation``) the buffer is
-    filled from augmented training images when training starts, as the official code; without it
-    (crops from solo-learn's CPU pipeline) it starts empty and grows from each step's first crops
-    (or noise) until it holds ``capacity`` chains.
+    The buffer is full when training starts, as the official code: ``capacity`` augmented
+    training images at ``init_count``, in the sampler's range [-1, 1]. The images are random
+    training images augmented like the first crop: by the method's on-device augmentation
+    (``pl_module.device_augmentation``), or, for crops from a CPU pipeline (solo-learn's), by the
+    training set itself (its first crop, de-normalised with the pipeline's statistics, with the
+    configured noise that pipeline lacks: ``pl_module.pipeline_pixels``). Restarted chains are
+    fresh such images (count 0, as the official code), never the step's own crops.
     """
 
     def __init__(
@@ -99,25 +136,29 @@ class MSGLDReplayBuffer(pl.Callback):
 
     # ------------------------------------------------------------------ set-up
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        """Builds the buffer on the module's device: restored from a checkpoint, or filled from
-        q0 (on-device augmentation), or, for crops from a CPU pipeline, at the first draw."""
+        """Builds the buffer on the module's device: restored from a checkpoint (never refilled),
+        else filled from q0 before the first step, as the official code."""
         self.rank = int(trainer.global_rank)
         base = int(self.seed if self.seed is not None else torch.initial_seed()) % 2**62
         seed = base + _RANK_STRIDE * self.rank
         device = pl_module.device
+        self._start = {"seed": seed, "step": int(trainer.global_step), "device": device}
         aug = getattr(pl_module, "device_augmentation", None)
-        self._start = {"seed": seed, "step": int(trainer.global_step), "device": device,
-                       "to_input": pl_module.pixels_to_input}  # fmt: skip
-        if aug is None:  # crops come from a CPU pipeline: their shape is known at the first draw
+        dataset = _train_dataset(trainer) if self.proposal_kind == "data" or aug is None else None
+        if aug is not None:
+            shape, augment = buffer_shape(aug), self._device_augment(aug)
+        else:  # crops from a CPU pipeline (solo-learn's): the dataset augments
             pending = self._own_state(self._pending)
-            if pending is not None and self.buffer is None:
-                self._build(tuple(pending["buffer"]["shape"]), grow=True)
-            self._finish_start()
-            return
-        dataset = _train_dataset(trainer) if self.proposal_kind == "data" else None
-        shape = buffer_shape(aug)
+            shape = (
+                tuple(pending["buffer"]["shape"])
+                if pending is not None
+                else pipeline_crop_shape(dataset, seed, device)
+            )
+            augment = self._pipeline_augment(pl_module)
+        if self.proposal_kind == "uniform":
+            dataset = augment = None
         if self.buffer is None or self.buffer.shape != shape:
-            self._build(shape, grow=False, dataset=dataset, augment=self._augment(aug))
+            self._build(shape, dataset, augment)
         elif dataset is not None:  # a second fit with the same callback keeps its chains
             self.proposal.dataset = dataset
         self._finish_start()
@@ -125,16 +166,34 @@ class MSGLDReplayBuffer(pl.Callback):
             self.buffer.initialize(self.proposal, chunk_size=self.chunk_size)
 
     @staticmethod
-    def _augment(aug: Any):
-        return lambda images: aug.pipelines[0](to_float_rgb(images))
+    def _device_augment(aug: Any):
+        """uint8 training images -> one crop of the first entry each, in [0, 1] pixels."""
 
-    def _build(self, shape: tuple[int, ...], grow: bool, dataset=None, augment=None) -> None:
+        def augment(images: Any) -> Tensor:
+            if not isinstance(images, Tensor) or images.dim() != 4:
+                raise TypeError(
+                    "the replay buffer's data proposal reads un-augmented image tensors from the "
+                    f"training set, got items of type {type(images).__name__}"
+                )
+            return aug.pipelines[0](to_float_rgb(images.to(aug.mean.device)))
+
+        return augment
+
+    @staticmethod
+    def _pipeline_augment(pl_module: Any):
+        """A CPU pipeline's crops of training images -> the first crop of each in [0, 1] pixels
+        (de-normalised with the pipeline's statistics, with the noise the device adds)."""
+
+        def augment(crops: Any) -> Tensor:
+            return pl_module.pipeline_pixels(_first_crop(crops).to(pl_module.device), 0)
+
+        return augment
+
+    def _build(self, shape: tuple[int, ...], dataset=None, augment=None) -> None:
         seed, device = self._start["seed"], self._start["device"]
         storage = torch.device("cpu") if self.storage == "cpu" else device
-        self.buffer = ReplayBuffer(self.capacity, shape, storage, seed, self.init_count, grow=grow)
-        self.proposal = Proposal(
-            self.proposal_kind, shape, device, seed + 1, self._start["to_input"], augment, dataset
-        )
+        self.buffer = ReplayBuffer(self.capacity, shape, storage, seed, self.init_count)
+        self.proposal = Proposal(self.proposal_kind, shape, device, seed + 1, augment, dataset)
         self.noise_generator = torch.Generator(device=device).manual_seed(seed + 3)
 
     def _finish_start(self) -> None:
@@ -184,24 +243,17 @@ class MSGLDReplayBuffer(pl.Callback):
 
     # ------------------------------------------------------------------ per step
     def draw(self, crops: Tensor) -> SGLDChains:
-        """A step's B chain starts (a fraction rho restarted from q0), for crops (B, C, H, W) of
-        the step in the method's input range (the data proposal's source without a dataset)."""
-        if not self._start:
-            raise RuntimeError("MSGLDReplayBuffer.draw() before training started")
+        """A step's B chain starts in [-1, 1] (a fraction rho restarted from q0, independent of
+        the step's crops, which give only B, the shape check and the device)."""
         if self.buffer is None:
-            self._build(tuple(crops.shape[1:]), grow=True)
-            self._finish_start()
+            raise RuntimeError("MSGLDReplayBuffer.draw() before training started")
         if tuple(crops.shape[1:]) != self.buffer.shape:
             raise ValueError(
                 f"the replay buffer holds chains of shape {self.buffer.shape}, the step's crops "
                 f"are {tuple(crops.shape[1:])}"
             )
-        if self.proposal.dataset is None:
-            self.proposal.offer(crops)
-        n = int(crops.shape[0])
-        x, slots, counts = self.buffer.sample(n, self.rho, self.proposal)
+        x, slots, counts = self.buffer.sample(int(crops.shape[0]), self.rho, self.proposal)
         device = crops.device
-        self.proposal.offered = None
 
         def write_back(result: Tensor) -> None:
             self.buffer.update(slots, result)

@@ -8,7 +8,9 @@ Kim & Ye (NeurIPS 2022), Sec. 3.3.  Proximal SGLD on the marginal EBM log q(x):
 where kappa counts how often a buffer sample has started an SGLD chain (sigma is a standard
 deviation, as in the official code; no sqrt(2 alpha) coupling, no clamping of x to the image
 range).  Chains start from a replay buffer; each drawn chain is re-initialised from a proposal
-(augmented data, or noise for the ablation) with probability rho.
+(augmented data, or noise for the ablation) with probability rho.  Chains live in the official
+pixel range [-1, 1] (pixels * 2 - 1), so alpha, delta and sigma mean what they mean there,
+whatever normalisation the encoder's inputs have (the method maps chains to its input).
 
 Differences from the official code (deliberate): input gradients come from
 torch.autograd.grad, so no parameter .grad is computed or accumulated (DDP-safe); re-initialisation
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,12 +38,13 @@ __all__ = [
     "Proposal",
     "ReplayBuffer",
     "SGLDChains",
-    "dataset_images",
+    "dataset_items",
     "msgld",
     "noise_std",
+    "pixels_to_chain",
 ]
 
-PROPOSALS = ("data", "uniform")  # q0: (augmented) training crops | uniform noise
+PROPOSALS = ("data", "uniform")  # q0: augmented training images | uniform noise
 STORAGES = ("cpu", "device")  # where the buffer's chains live
 
 
@@ -160,7 +164,6 @@ class ReplayBuffer:
         seed: int = 0,
         init_count: float = 5.0,
         dtype: torch.dtype = torch.float32,
-        grow: bool = False,
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
@@ -175,15 +178,13 @@ class ReplayBuffer:
         self.shape = shape
         self.device = torch.device(device)
         self.init_count = float(init_count)
-        self.grow = bool(grow)
-        rows = 0 if self.grow else capacity
-        self.samples = torch.zeros((rows, *shape), dtype=dtype, device=self.device)
-        self.counts = torch.full((rows,), self.init_count, dtype=torch.float32, device=self.device)
-        self.size = rows  # slots holding a chain
+        self.samples = torch.zeros((capacity, *shape), dtype=dtype, device=self.device)
+        self.counts = torch.full(
+            (capacity,), self.init_count, dtype=torch.float32, device=self.device
+        )
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
-        # a growing buffer starts empty and takes its chains from the proposal as it goes
-        self.initialized = self.grow
+        self.initialized = False  # full only after initialize() (or a restored state)
 
     def __len__(self) -> int:
         return self.capacity
@@ -208,8 +209,6 @@ class ReplayBuffer:
         """Fill every slot with fresh_fn samples (in chunks of chunk_size); counts = init_count."""
         if chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {chunk_size}")
-        self._reserve(self.capacity)
-        self.size = self.capacity
         for start in range(0, self.capacity, chunk_size):
             n = min(chunk_size, self.capacity - start)
             self.samples[start : start + n] = self._fresh(fresh_fn, n)
@@ -234,11 +233,8 @@ class ReplayBuffer:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"rho must be in [0, 1], got {rho}")
-        filled = self.size
-        slots_cpu = torch.randint(max(filled, 1), (n,), generator=self.generator)
+        slots_cpu = torch.randint(self.capacity, (n,), generator=self.generator)
         reinit_cpu = torch.rand(n, generator=self.generator) < rho
-        if filled < self.capacity:
-            slots_cpu, reinit_cpu = self._new_slots(slots_cpu, reinit_cpu)
         slots = slots_cpu.to(self.device)
         x = self.samples[slots].clone()
         counts = self.counts[slots].clone()
@@ -251,29 +247,6 @@ class ReplayBuffer:
         self.counts[slots[last]] = counts[last] + 1.0
         return x, slots, counts
 
-    def _new_slots(self, slots: Tensor, reinit: Tensor) -> tuple[Tensor, Tensor]:
-        """A growing buffer that is not full: restarted chains (every chain while it is empty)
-        take new slots, as many as fit, so the buffer fills from the proposal step by step."""
-        if self.size == 0:
-            reinit = torch.ones_like(reinit)
-        fresh = reinit.nonzero().flatten()[: self.capacity - self.size]
-        slots = slots.clone()
-        slots[fresh] = torch.arange(self.size, self.size + fresh.numel())
-        self._reserve(self.size + fresh.numel())
-        self.size += fresh.numel()
-        return slots, reinit
-
-    def _reserve(self, rows: int) -> None:
-        """Storage for at least ``rows`` slots (doubling, at most capacity)."""
-        have = self.samples.shape[0]
-        if rows <= have:
-            return
-        new = min(self.capacity, max(rows, 2 * have))
-        extra = torch.zeros((new - have, *self.shape), dtype=self.samples.dtype, device=self.device)
-        self.samples = torch.cat([self.samples, extra])
-        more = torch.full((new - have,), self.init_count, dtype=torch.float32, device=self.device)
-        self.counts = torch.cat([self.counts, more])
-
     def update(self, slots: Tensor, x: Tensor) -> None:
         """Write SGLD outputs x back into slots (for duplicate slots the last write wins)."""
         if slots.dim() != 1 or tuple(x.shape) != (slots.shape[0], *self.shape):
@@ -283,8 +256,8 @@ class ReplayBuffer:
         if slots.numel() == 0:
             return
         slots = slots.to(device=self.device, dtype=torch.long)
-        if int(slots.min()) < 0 or int(slots.max()) >= self.size:
-            raise ValueError(f"slots must be in [0, {self.size})")
+        if int(slots.min()) < 0 or int(slots.max()) >= self.capacity:
+            raise ValueError(f"slots must be in [0, {self.capacity})")
         last = _last_write(slots)
         self.samples[slots[last]] = x.detach()[last.to(x.device)].to(
             device=self.device, dtype=self.samples.dtype
@@ -296,10 +269,8 @@ class ReplayBuffer:
         The tensors are returned by reference (no copy; a CIFAR buffer of 50k is ~615 MB).
         """
         return {
-            "samples": self.samples[: self.size],
-            "counts": self.counts[: self.size],
-            "size": self.size,
-            "grow": self.grow,
+            "samples": self.samples,
+            "counts": self.counts,
             "capacity": self.capacity,
             "shape": self.shape,
             "init_count": self.init_count,
@@ -314,13 +285,15 @@ class ReplayBuffer:
                 f"state is for capacity {state['capacity']} and shape {tuple(state['shape'])}, "
                 f"buffer has {self.capacity} and {self.shape}"
             )
-        size = int(state.get("size", self.capacity))
-        if self.grow:
-            self.samples, self.counts = self.samples[:0], self.counts[:0]
-            self._reserve(size)
-        self.size = size
-        self.samples[:size].copy_(state["samples"])
-        self.counts[:size].copy_(state["counts"])
+        held = int(state["samples"].shape[0])
+        if held != self.capacity:
+            raise ValueError(
+                f"the saved replay buffer holds {held} of its {self.capacity} chains (a buffer "
+                "that grew from the training crops, saved by an older solo-hyper); this version "
+                "fills it before the first step: start a new run instead of resuming this one"
+            )
+        self.samples.copy_(state["samples"])
+        self.counts.copy_(state["counts"])
         self.init_count = float(state["init_count"])
         self.initialized = bool(state["initialized"])
         self.generator.set_state(state["generator_state"])
@@ -331,7 +304,7 @@ class ReplayBuffer:
 class SGLDChains:
     """One step's chain starts, drawn from the replay buffer for the method's step.
 
-    x: (B, C, H, W) chain starts in the method's input range, on the model's device; counts: (B,)
+    x: (B, C, H, W) chain starts in the sampler's range [-1, 1], on the model's device; counts: (B,)
     pre-increment use counts kappa (noise std sigma(kappa)); generator: the SGLD noise stream;
     write_back: stores the step's detached MSGLD outputs (B, C, H, W) in the slots x came from.
     """
@@ -343,11 +316,12 @@ class SGLDChains:
 
 
 class PrivateRNG:
-    """A random stream of its own for code that draws from torch's global generators (kornia).
+    """A random stream of its own for code that draws from the global generators (kornia,
+    torchvision and solo-learn's transforms: torch's and Python's ``random``).
 
-    ``with rng.active():`` swaps the stream's states in (CPU, and the CUDA device if any) and
-    swaps the caller's back afterwards, so fresh proposal samples neither consume nor depend on the
-    training run's global randomness, and the stream's state can be checkpointed.
+    ``with rng.active():`` swaps the stream's states in (CPU, the CUDA device if any, and Python's
+    ``random``) and swaps the caller's back afterwards, so fresh proposal samples neither consume
+    nor depend on the training run's global randomness, and the stream's state can be checkpointed.
     """
 
     def __init__(self, seed: int, device: torch.device) -> None:
@@ -356,53 +330,62 @@ class PrivateRNG:
         self.cuda_state = None
         if self.device.type == "cuda":
             self.cuda_state = torch.Generator(device=self.device).manual_seed(seed).get_state()
+        self.python_state = random.Random(seed).getstate()
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         cuda = self.device.type == "cuda"
         devices = [self.device.index or 0] if cuda else []
-        with torch.random.fork_rng(devices=devices):
-            torch.set_rng_state(self.cpu_state)
-            if cuda:
-                torch.cuda.set_rng_state(self.cuda_state, self.device)
-            yield
-            self.cpu_state = torch.get_rng_state()
-            if cuda:
-                self.cuda_state = torch.cuda.get_rng_state(self.device)
+        caller = random.getstate()
+        try:
+            with torch.random.fork_rng(devices=devices):
+                torch.set_rng_state(self.cpu_state)
+                if cuda:
+                    torch.cuda.set_rng_state(self.cuda_state, self.device)
+                random.setstate(self.python_state)
+                yield
+                self.cpu_state = torch.get_rng_state()
+                if cuda:
+                    self.cuda_state = torch.cuda.get_rng_state(self.device)
+                self.python_state = random.getstate()
+        finally:
+            random.setstate(caller)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"cpu": self.cpu_state, "cuda": self.cuda_state}
+        return {"cpu": self.cpu_state, "cuda": self.cuda_state, "python": self.python_state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.cpu_state = state["cpu"]
         if self.device.type == "cuda" and state.get("cuda") is not None:
             self.cuda_state = state["cuda"]
+        if state.get("python") is not None:
+            self.python_state = state["python"]
 
 
-def dataset_images(dataset: Dataset, indices: list[int]) -> Tensor:
-    """Un-augmented images of ``dataset`` at ``indices`` (solo's (index, image, target) layout)."""
+def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
+    """The images of ``dataset`` at ``indices``, batched (solo's (index, images, target) layout):
+    a tensor of un-augmented images, or, for a dataset that augments (solo-learn's CPU pipeline),
+    the list of its crops, each (N, C, H, W)."""
     getitems = getattr(dataset, "__getitems__", None)
-    items = getitems(indices) if getitems is not None else default_collate(
-        [dataset[i] for i in indices]
-    )  # fmt: skip
-    images = items[1]
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        raise TypeError(
-            "the replay buffer's data proposal reads un-augmented image tensors from the training "
-            f"set, got items of type {type(images).__name__}"
-        )
-    return images
+    items = getitems(indices) if getitems is not None else None
+    if items is None or (isinstance(items, list) and len(items) == len(indices)):
+        items = default_collate(items if items is not None else [dataset[i] for i in indices])
+    return items[1]
+
+
+def pixels_to_chain(pixels: Tensor) -> Tensor:
+    """[0, 1] pixels -> the sampler's range [-1, 1] (the official code's 2x - 1)."""
+    return pixels * 2.0 - 1.0
 
 
 class Proposal:
-    """q0 of the paper's Sec. 3.3: fresh chain starts in the method's input range.
+    """q0 of the paper's Sec. 3.3: fresh chain starts in the sampler's range [-1, 1].
 
-    kind="data" with a ``dataset``: random training images, each through ``augment`` (uint8
-    images -> one crop per image in [0, 1] pixels, per-image parameters), then ``to_input``;
-    kind="data" without one: random rows of the crops ``offer``ed by the current step (crops that
-    a CPU pipeline such as solo-learn's already made, already in the method's input range);
-    kind="uniform": uniform noise in [0, 1] pixels through ``to_input`` (the official code's
-    U[-1, 1] when mean = std = 0.5).
+    kind="data": random training images of ``dataset``, read and turned into one [0, 1]-pixel
+    crop per image by ``augment`` (on-device: the training augmentation of the uint8 images;
+    solo-learn's CPU pipeline: the dataset's own augmented crop, de-normalised), all inside the
+    proposal's own random stream; kind="uniform": U[-1, 1] noise, as the official code without
+    data. Either way independent of the training step's batch.
     """
 
     def __init__(
@@ -411,38 +394,28 @@ class Proposal:
         shape: tuple[int, ...],
         device: torch.device,
         seed: int,
-        to_input: Callable[[Tensor], Tensor],
-        augment: Callable[[Tensor], Tensor] | None = None,
+        augment: Callable[[Any], Tensor] | None = None,
         dataset: Dataset | None = None,
     ) -> None:
         if kind not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {kind!r}")
+        if kind == "data" and (dataset is None or augment is None):
+            raise ValueError("the data proposal needs the training set and its augmentation")
         if dataset is not None and len(dataset) == 0:
             raise ValueError("the data proposal needs a non-empty training set")
         self.kind, self.shape, self.device = kind, tuple(shape), torch.device(device)
-        self.to_input, self.augment, self.dataset = to_input, augment, dataset
+        self.augment, self.dataset = augment, dataset
         self.index_generator = torch.Generator().manual_seed(seed)
         self.rng = PrivateRNG(seed + 1, self.device)
-        self.offered: Tensor | None = None
-
-    def offer(self, crops: Tensor) -> None:
-        """This step's crops (N, *shape), the source of kind="data" without a dataset."""
-        self.offered = crops.detach()
 
     @torch.no_grad()
     def __call__(self, n: int) -> Tensor:
         if self.kind == "uniform":
             with self.rng.active():
-                return self.to_input(torch.rand((n, *self.shape), device=self.device))
-        if self.dataset is None:
-            if self.offered is None:
-                raise RuntimeError("the data proposal has no crops: offer() this step's crops")
-            idx = torch.randint(len(self.offered), (n,), generator=self.index_generator)
-            return self.offered[idx.to(self.offered.device)].to(self.device)
+                return pixels_to_chain(torch.rand((n, *self.shape), device=self.device))
         idx = torch.randint(len(self.dataset), (n,), generator=self.index_generator)
-        images = dataset_images(self.dataset, idx.tolist()).to(self.device)
-        with self.rng.active():
-            return self.to_input(self.augment(images))
+        with self.rng.active():  # a dataset that augments draws from the global generators
+            return pixels_to_chain(self.augment(dataset_items(self.dataset, idx.tolist())))
 
     def state_dict(self) -> dict[str, Any]:
         return {"index_generator": self.index_generator.get_state(), "rng": self.rng.state_dict()}

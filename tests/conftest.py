@@ -62,6 +62,29 @@ def fake_loaders(
     return DataLoader(train, shuffle=True, drop_last=True, **kw), DataLoader(val, **kw)
 
 
+class SoloCrops(torch.utils.data.Dataset):
+    """A training set as solo-learn's CPU pipeline makes it: (index, [crop, crop], target), each
+    crop normalised with ``mean``/``std``; ``flip``: each crop flipped or not by torch's global
+    generator, as solo's torchvision transforms draw."""
+
+    def __init__(self, pixels: torch.Tensor, mean, std, flip: bool = False) -> None:
+        self.pixels, self.flip = pixels, flip
+        self.mean = torch.tensor(mean).view(-1, 1, 1)
+        self.std = torch.tensor(std).view(-1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.pixels)
+
+    def crop(self, i: int) -> torch.Tensor:
+        p = self.pixels[i]
+        if self.flip and bool(torch.rand(()) < 0.5):
+            p = p.flip(-1)
+        return (p - self.mean) / self.std
+
+    def __getitem__(self, i: int):
+        return i, [self.crop(i), self.crop(i)], i % 10
+
+
 @pytest.fixture
 def fashion_mnist_available() -> bool:
     from solo_hyper.data import locate_fashion_mnist

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import fake_loaders, tiny_config
+from conftest import SoloCrops, fake_loaders, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.callbacks import MSGLDReplayBuffer
@@ -36,9 +36,20 @@ class BufferRecorder(pl.Callback):
             self._save(trainer)
 
 
-def _run(tmp_path, recorder: BufferRecorder, steps: int, ckpt_path=None) -> None:
+def _loaders(model, pipeline: str):
+    """On-device: un-augmented uint8 images; solo: solo-style normalised crops (random flips)."""
+    if pipeline == "device":
+        return fake_loaders(n=64, batch_size=8)
+    from torch.utils.data import DataLoader
+
+    pixels = torch.rand(64, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    train = SoloCrops(pixels, model.crop_mean, model.crop_std, flip=True)
+    return DataLoader(train, batch_size=8, drop_last=True), None
+
+
+def _run(tmp_path, recorders: list, steps: int, ckpt_path=None, pipeline="device") -> None:
     cfg = tiny_config(
-        "ebclr", knn_eval={"enabled": False},
+        "ebclr", knn_eval={"enabled": False}, data={"augment_on_device": pipeline == "device"},
         method_kwargs={"proj_hidden_dim": 16, "proj_output_dim": 8, "buffer_size": 32,
                        "sgld_steps": 2, "rho": 0.5},
     )  # fmt: skip
@@ -50,9 +61,10 @@ def _run(tmp_path, recorder: BufferRecorder, steps: int, ckpt_path=None) -> None
     trainer = pl.Trainer(
         accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=steps, limit_val_batches=0,
         num_sanity_val_steps=0, logger=False, enable_progress_bar=False, enable_model_summary=False,
-        default_root_dir=str(tmp_path), callbacks=[recorder, checkpoint],
+        default_root_dir=str(tmp_path), callbacks=[*recorders, checkpoint],
     )  # fmt: skip
-    trainer.fit(model, *fake_loaders(n=64, batch_size=8), ckpt_path=ckpt_path)
+    train, val = _loaders(model, pipeline)
+    trainer.fit(model, train, val, ckpt_path=ckpt_path)
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -70,8 +82,18 @@ def _same(a: dict, b: dict) -> bool:
 
 
 @pytest.mark.slow
-def test_each_rank_resumes_with_its_own_buffer(tmp_path):
-    _run(tmp_path, BufferRecorder(str(tmp_path), "stopped", "end"), steps=2)  # then "killed"
+@pytest.mark.parametrize("pipeline", ["device", "solo"])
+def test_each_rank_resumes_with_its_own_buffer(tmp_path, pipeline):
+    """On-device crops or solo's CPU pipeline: each rank's buffer is full at its first step (its
+    own), saved, and restored (not refilled) on resume."""
+    folder = str(tmp_path)
+    stop = [BufferRecorder(folder, "first", "start"), BufferRecorder(folder, "stopped", "end")]
+    _run(tmp_path, stop, steps=2, pipeline=pipeline)  # then "killed"
+    first = [torch.load(tmp_path / f"first-rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for state in first:
+        assert state["buffer"]["samples"].shape == (32, 3, 28, 28)
+        assert torch.all(state["buffer"]["counts"] == 5.0)
+    assert not torch.equal(first[0]["buffer"]["samples"], first[1]["buffer"]["samples"])
     ckpt = tmp_path / "ck" / "last.ckpt"
     saved = torch.load(ckpt, weights_only=False)["callbacks"]["MSGLDReplayBuffer"]["ranks"]
     assert [s["rank"] for s in saved] == [0, 1]
@@ -80,7 +102,8 @@ def test_each_rank_resumes_with_its_own_buffer(tmp_path):
     for r in (0, 1):
         assert _same(saved[r], stopped[r])
 
-    _run(tmp_path, BufferRecorder(str(tmp_path), "resumed", "start"), steps=4, ckpt_path=str(ckpt))
+    resume = [BufferRecorder(folder, "resumed", "start")]
+    _run(tmp_path, resume, steps=4, ckpt_path=str(ckpt), pipeline=pipeline)
     for r in (0, 1):
         resumed = torch.load(tmp_path / f"resumed-rank{r}.pt", weights_only=False)
         assert _same(resumed, stopped[r]), f"rank {r}"

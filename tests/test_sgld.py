@@ -336,3 +336,6 @@ def test_buffer_bad_arguments():
         buf.update(torch.tensor([0, 4]), torch.zeros(2, 1, 2, 2))
     with pytest.raises(ValueError, match="capacity"):
         ReplayBuffer(5, (1, 2, 2)).load_state_dict(buf.state_dict())
+    partial = {**buf.state_dict(), "samples": buf.samples[:3], "counts": buf.counts[:3]}
+    with pytest.raises(ValueError, match="holds 3 of its 4 chains.*start a new run"):
+        ReplayBuffer(4, (1, 2, 2)).load_state_dict(partial)

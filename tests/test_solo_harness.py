@@ -79,6 +79,9 @@ def _renamed(kwargs: dict) -> dict:
     return out
 
 
+BUFFER = 16  # EBCLR's replay buffer here
+
+
 class GradientProbe(adapter.LIGHTNING.Callback):
     """Whether a step's loss reached the backbone (the harness's warmup may start at lr 0)."""
 
@@ -96,6 +99,8 @@ def test_method_passes_solos_own_harness(name, harness, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Lightning's default root
     cls = adapter.registered_methods()[name]
     defaults = adapter.method_arg_defaults(cls)
+    if name == "ebclr":  # its buffer is filled before the first step: 50,000 solo crops by default
+        defaults["buffer_size"] = BUFFER
     if MAIN:
         cfg = harness.gen_base_cfg(name, batch_size=2, num_classes=10)
         cfg.method_kwargs = dict(defaults)
@@ -132,7 +137,10 @@ def test_method_passes_solos_own_harness(name, harness, tmp_path, monkeypatch):
     losses = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("train_")}
     assert losses and all(torch.isfinite(v) for v in losses.values()), losses
     assert model.device_augmentation is None  # solo's pipeline made the crops
-    if name == "ebclr":  # configure_callbacks attached the buffer; it grew from solo's crops
+    if name == "ebclr":  # configure_callbacks attached the buffer, filled from solo's dataset
         (buffer,) = [c for c in trainer.callbacks if type(c).__name__ == "MSGLDReplayBuffer"]
-        assert buffer.buffer.size == 2
+        counts = buffer.buffer.counts
+        assert buffer.buffer.samples.shape[0] == BUFFER and counts.shape == (BUFFER,)
+        # one step of 2 chains: the others keep the initial count
+        assert int((counts == defaults["buffer_init_count"]).sum()) >= BUFFER - 2
     sys.modules.pop("solo_method_test_utils", None)

@@ -1,11 +1,17 @@
 """EBCLR (Kim & Ye, "Energy-Based Contrastive Learning of Visual Representations", NeurIPS 2022).
 
 Per step: two views v, v' of the batch (the adapter's kornia augmentation, or solo's CPU pipeline);
-B chain starts from the replay buffer (``MSGLDReplayBuffer``, Sec. 3.3; drawn by ``prepare_step``),
-of which a fraction rho restart from q0; T steps of
+B chain starts from the replay buffer (``MSGLDReplayBuffer``, Sec. 3.3; drawn by ``prepare_step``;
+full of augmented training images before the first step), of which a fraction rho restart from
+q0 (fresh augmented training images, independent of the batch); T steps of
 multi-stage proximal SGLD (Eq. 21-22) on the marginal log q(x) = logsumexp_j(-D(z(x), z'_j)/tau)
 (Eq. 20) against the detached second-view projections; one forward of the SGLD samples; then
 L = L_disc + lambda2 * L_gen (Eq. 11 with the empirical forms 18-19, ``ebclr_loss``).
+
+Chains live in the official pixel range [-1, 1] whatever normalisation the crops have (solo's
+per-dataset statistics, or this plugin's mean/std): ``chain_to_input`` maps them to the encoder's
+input for every energy evaluation, so alpha, delta and sigma act on [-1, 1] pixels as in the
+official code, and the encoder sees SGLD samples normalised as its views.
 
 The sampler takes input gradients only (``torch.autograd.grad``): no parameter gradient is
 computed during SGLD, unlike the official code, which also back-propagates into every weight.
@@ -192,8 +198,8 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
 
     @staticmethod
     def check_config(cfg: dict) -> None:
-        """Checks that need more than method_kwargs: the buffer's memory (where the config names
-        the crop size; a buffer fed by solo's pipeline grows as crops arrive)."""
+        """Checks that need more than method_kwargs: the buffer's memory (full from the first step;
+        the crop size is the first crop entry's)."""
         kw = cfg["method_kwargs"]
         augmentations = cfg.get("augmentations") or []
         if not augmentations:
@@ -262,10 +268,23 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
             self(x)["z"], z_ref, a.temperature, self.embedding_space, chunk_size=a.chunk_size
         )
 
+    def _chain_affine(self, like: Tensor) -> tuple[Tensor, Tensor]:
+        """(scale, shift) with input = chain * scale + shift: [-1, 1] pixels -> the crops'
+        normalisation ((p - mean) / std with p = (chain + 1) / 2; the identity for mean = std = 0.5,
+        exactly)."""
+        mean, std = self._stats_like(like)
+        return 0.5 / std, (0.5 - mean) / std
+
+    def chain_to_input(self, chain: Tensor) -> Tensor:
+        """SGLD chains in [-1, 1] pixels -> the encoder's input (normalised as the crops)."""
+        scale, shift = self._chain_affine(chain)
+        return chain * scale + shift
+
     def sample_negatives(
         self, x: Tensor, counts: Tensor, z_ref: Tensor, generator: torch.Generator | None = None
     ) -> Tensor:
-        """T MSGLD steps from x toward high log q (z_ref detached); no parameter gradients.
+        """T MSGLD steps from chains x (in [-1, 1] pixels, as the result) toward high log q of
+        their encoder inputs (z_ref detached); no parameter gradients.
 
         Train mode by default, as the official code: the sampled density is then the one the loss
         evaluates (the views are forwarded in train mode too); with BatchNorm backbones that makes a
@@ -276,7 +295,8 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
         z_ref = z_ref.detach()
         with frozen_norm_statistics(self), eval_mode(self, a.sgld_eval_mode):
             return msgld(
-                lambda v: self.log_density(v, z_ref), x, counts, a.sgld_steps, a.sgld_step_size,
+                lambda v: self.log_density(self.chain_to_input(v), z_ref), x, counts,
+                a.sgld_steps, a.sgld_step_size,
                 float(a.sgld_grad_clamp), a.sigma_min, a.sigma_max, a.noise_decay_K, generator,
             )  # fmt: skip
 
@@ -293,7 +313,7 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
         return found[0]
 
     def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-        """The step's chain starts, drawn from the replay buffer (fed by the first crops)."""
+        """The step's chain starts, drawn from the replay buffer (the crops give their number)."""
         crops = batch[1]
         return batch, {"chains": self.replay_buffer().draw(crops[0].detach())}
 
@@ -303,7 +323,7 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
         x_sgld = self.sample_negatives(chains.x, chains.counts, z2, chains.generator)
         chains.write_back(x_sgld)
         with frozen_norm_statistics(self):
-            out_sgld = self(x_sgld)
+            out_sgld = self(self.chain_to_input(x_sgld))
         # the official L2 term is on the raw (pre-normalisation) projections
         raw = [self.projector.mlp(out["feats"][0]), self.projector.mlp(out_sgld["feats"])]
         loss, parts = ebclr_loss(

@@ -122,8 +122,10 @@ class AccumulatingKNN(WeightedKNNClassifier):
 class PluginMixin:
     """What this plugin adds to solo's BaseMethod under either version (mixed in before it).
 
-    The adapter's PluginBase sets ``device_augmentation`` (None: crops come from a CPU pipeline)
-    and ``crop_mean`` / ``crop_std`` (the statistics of the crops the method receives).
+    The adapter's PluginBase sets ``device_augmentation`` (None: crops come from a CPU pipeline),
+    ``crop_mean`` / ``crop_std`` (the statistics of the crops the method receives) and
+    ``crop_noise`` (per crop of a CPU pipeline, the configured ``gaussian_noise`` that solo's
+    pipeline does not know and the device adds; empty with the on-device augmentation).
     Methods set ``pixel_space_crops`` (they take [0, 1] crops and normalise themselves: attacks
     with a pixel budget) and ``required_crops``.
     """
@@ -133,6 +135,7 @@ class PluginMixin:
     device_augmentation: nn.Module | None
     crop_mean: tuple[float, ...]
     crop_std: tuple[float, ...]
+    crop_noise: list[nn.Module | None] = []
 
     def _stats_like(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         shape = (1, -1, 1, 1)
@@ -153,9 +156,30 @@ class PluginMixin:
         """[0, 1] pixels -> what this method's training step receives as a crop."""
         return x if self.pixel_space_crops else self.normalize_pixels(x)
 
+    def _noise_of(self, crop: int) -> nn.Module | None:
+        return self.crop_noise[crop] if crop < len(self.crop_noise) else None
+
+    def pipeline_pixels(self, x: torch.Tensor, crop: int) -> torch.Tensor:
+        """Crop number ``crop`` as a CPU pipeline normalised it -> [0, 1] pixels, with the
+        configured augmentations that pipeline lacks (``gaussian_noise``), as on the device."""
+        noise = self._noise_of(crop)
+        pixels = self.denormalize(x)
+        return pixels if noise is None else noise(pixels)
+
+    def pipeline_crops(self, crops: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A CPU pipeline's crops as this method takes them: as they are, unless pixels are
+        needed (pixel-space methods) or the device adds an augmentation (``crop_noise``)."""
+        out = []
+        for i, x in enumerate(crops):
+            if self._noise_of(i) is None and not self.pixel_space_crops:
+                out.append(x)
+            else:
+                out.append(self.pixels_to_input(self.pipeline_pixels(x, i)))
+        return out
+
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Training: un-augmented (uint8) images are augmented here; crop lists from a CPU
-        pipeline pass through, de-normalised for pixel-space methods. Evaluation: uint8 images
+        pipeline pass through (``pipeline_crops``). Evaluation: uint8 images
         are resized and normalised here; float images pass through."""
         if self._trainer is None:
             return batch
@@ -163,9 +187,7 @@ class PluginMixin:
             if self.trainer.training:
                 indexes, images, targets = batch
                 if isinstance(images, (list, tuple)):
-                    if self.pixel_space_crops:
-                        return [indexes, [self.denormalize(x) for x in images], targets]
-                    return batch
+                    return [indexes, self.pipeline_crops(list(images)), targets]
                 if self.device_augmentation is None:
                     raise RuntimeError(
                         "the training batch holds un-augmented images but the on-device "

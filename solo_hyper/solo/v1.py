@@ -24,7 +24,7 @@ from solo.methods.linear import LinearModel
 from solo.methods.simclr import SimCLR
 from torch import nn
 
-from solo_hyper.augment import DeviceAugmentation
+from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import build_backbone
 from solo_hyper.solo import common
 from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
@@ -50,7 +50,8 @@ class PluginBase(common.PluginMixin, BaseMethod):
     Extra constructor arguments (consumed here, the rest go to solo's BaseMethod): backbone_name,
     backbone_kwargs, augmentations (crop entries; None: crops come from solo's CPU pipeline),
     mean, std (of the crops; None: solo 1.0.2's statistics for ``dataset``, which its launcher
-    passes), small_images (CIFAR stem for solo's ResNets).
+    passes), small_images (CIFAR stem for solo's ResNets), pipeline_augmentations (the crop
+    entries of a CPU pipeline's crops: their ``gaussian_noise`` is added on the device).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class PluginBase(common.PluginMixin, BaseMethod):
         mean: tuple[float, ...] | None = None,
         std: tuple[float, ...] | None = None,
         small_images: bool = False,
+        pipeline_augmentations: list[dict] | None = None,
         **kwargs: Any,
     ) -> None:
         backbone_name = backbone_name or kwargs.get("encoder", "resnet18")
@@ -92,6 +94,7 @@ class PluginBase(common.PluginMixin, BaseMethod):
             if augmentations
             else None
         )
+        self.crop_noise = [] if augmentations else crop_noise(pipeline_augmentations)
         self.solo_hyper_config: dict | None = None
 
     def validation_epoch_end(self, outs: list[dict[str, Any]]) -> None:
@@ -204,10 +207,12 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
         extra.setdefault("momentum", 0.9)
     lr = common.scaled_lr(cfg)
     data = cfg["data"]
+    on_device = data.get("augment_on_device", True)
     kwargs = dict(
         backbone_name=cfg["backbone"]["name"],
         backbone_kwargs=cfg["backbone"].get("kwargs") or {},
-        augmentations=cfg["augmentations"] if data.get("augment_on_device", True) else None,
+        augmentations=cfg["augmentations"] if on_device else None,
+        pipeline_augmentations=None if on_device else cfg["augmentations"],
         mean=tuple(data["mean"]),
         std=tuple(data["std"]),
         small_images=small_images,

@@ -33,7 +33,7 @@ from solo.methods.supcon import SupCon as SupCon
 from solo.utils.misc import omegaconf_select
 from torch import nn
 
-from solo_hyper.augment import DeviceAugmentation
+from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import BACKBONES, build_backbone
 from solo_hyper.config import ConfigError
 from solo_hyper.solo import common
@@ -207,6 +207,9 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
             if cfg.data.augment_on_device
             else None
         )
+        entries = omegaconf_select(cfg, "augmentations", None)
+        # what solo's pipeline does not apply (gaussian_noise) is added on the device
+        self.crop_noise = [] if cfg.data.augment_on_device else crop_noise(plain(entries))
         self.solo_hyper_config: dict | None = None
 
     @property
