@@ -181,7 +181,8 @@ def _parser_actions(cls: type) -> list[argparse.Action]:
 
 
 def launch_hooks() -> contextlib.AbstractContextManager[None]:
-    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook."""
+    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook (and no
+    summary to print)."""
     return contextlib.nullcontext()
 
 
