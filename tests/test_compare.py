@@ -64,7 +64,7 @@ def test_results_table_has_every_column_filled(compared):
 
 
 def test_figures_are_written(compared):
-    for name in ("accuracy.png", "loss.png", "disk.png"):
+    for name in ("curves.png", "comparison.png", "disk.png"):
         data = (compared / name).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, name
     disk = json.loads((compared / "fashionmnist-hcl" / "eval.json").read_text())["disk"]

@@ -104,6 +104,38 @@ def check_keys(
                 check_keys(value, known[key], label, free_form, extra_top, here)
 
 
+def _number(value: Any) -> bool:
+    """Whether ``value`` is a number (YAML leaves '1e-4' a string: accepted, as float() reads it)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    try:
+        return isinstance(value, str) and float(value) == float(value)
+    except ValueError:
+        return False
+
+
+# Lightning arguments whose default is a number but that take names too ("auto", "bf16-mixed")
+SPELLED_KEYS = frozenset({"devices", "precision", "num_nodes"})
+
+
+def check_types(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
+    """Values whose default is a number (or a switch) must be one: ``optimizer.lr=abc`` is a
+    ConfigError naming the key, before a float() deep in the run raises a bare ValueError."""
+    for key, value in given.items():
+        default, here = known.get(key), ".".join(prefix + (key,))
+        if value is None or default is None or (not prefix and key in SPELLED_KEYS):
+            continue
+        if isinstance(default, dict) and isinstance(value, dict):
+            check_types(value, default, prefix + (key,))
+        elif isinstance(default, bool):
+            if isinstance(value, str):
+                raise ConfigError(f"{here} must be true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not _number(value):
+            raise ConfigError(f"{here} must be a number, got {value!r}")
+
+
 def positive_int_or_none(value: Any, where: str) -> None:
     """Subset sizes and the like: a positive integer or null."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
