@@ -17,6 +17,8 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     prep = prepare(args.config, args.overrides)
     result = pretrain(prep, quiet=args.quiet, on_mismatch="new" if args.new_run else "error")
+    if not rank_zero():  # under DDP every rank returns here: one summary, from rank 0
+        return
     if result.get("reused"):
         stored = {k: v for k, v in result.items() if k not in ("reused", "code", "metrics")}
         print(json.dumps(stored, indent=2))
@@ -26,6 +28,14 @@ def _pretrain(args: argparse.Namespace) -> None:
         f"online kNN top-1 {_pct(result['knn_acc1'])} (bank of augmented training crops), "
         f"{_plural(result['epochs'], 'epoch')}, {result['wall_time_s']:.1f} s -> {result['run_dir']}"
     )
+
+
+def rank_zero() -> bool:
+    """Whether this process is rank 0 (or not distributed): Lightning's DDP launcher starts the
+    other ranks as copies of this command, with RANK / LOCAL_RANK set."""
+    import os
+
+    return all(int(os.environ.get(k, "0") or 0) == 0 for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
 
 
 def _pct(value: float | None) -> str:
