@@ -575,7 +575,7 @@ def test_one_shipped_yaml_trains_the_method_and_its_baseline_under_run_solo(
         assert saved["global_step"] == 2
         assert json.loads((ckpt.parent / "args.json").read_text())["scheduler"]["name"] == "cosine"
     for method, line in lines.items():
-        assert line.startswith(f"{method}-custom: 2 steps, 1 epoch, "), line
+        assert line.startswith(f"{method}-custom [{method}]: 2 steps, 1 epoch, "), line
         assert "online kNN top-1 (bank of augmented training crops)" in line, line
     (hcl_ckpt,) = (tmp_path / "ck" / "hcl").glob("*/*.ckpt")
     capsys.readouterr()

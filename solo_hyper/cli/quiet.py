@@ -19,7 +19,8 @@ HARMLESS_WARNINGS: tuple[tuple[str, str], ...] = (
     (r"In the future `np\.\w+` will be defined", "pl_bolts probes numpy aliases at import"),
     (r".*is currently marked under review", "pl_bolts' UnderReviewWarning at import"),
     (r"`torch\.cuda\.amp\.custom_(fwd|bwd)\(args\.\.\.\)` is deprecated", "solo's whitening"),
-    (r"Importing from timm\.models\.\w+ is deprecated", "timm's moved modules"),
+    (r"Importing from timm\.[\w.]+ is deprecated", "timm's moved modules"),
+    (r"Overwriting \w+ in registry with solo\.backbones", "solo main re-registers timm models"),
     (r"Checkpoint directory .* exists and is not empty", "the run folder holds config.yaml"),
     (r"The number of training batches .* is smaller than the logging interval", "tiny runs"),
     (r"The '?\w+_dataloader'? does not have many workers", "num_workers is the user's choice"),
@@ -31,6 +32,8 @@ HARMLESS_WARNINGS: tuple[tuple[str, str], ...] = (
     (r"It is recommended to use `self\.log\(.*sync_dist=True`", "per-rank metrics, by design"),
     (r"The `srun` command is available on your system", "Lightning's SLURM hint"),
     (r"torch\.meshgrid: in an upcoming release", "kornia"),
+    (r"Starting from v1\.9\.0, `tensorboardX` has been removed", "Lightning 2's CSV logger note"),
+    (r"'pin_memory' argument is set as true but no accelerator", "solo's loaders on the CPU"),
 )
 # Lightning's INFO banners (GPU available, seed set, limit_*_batches, fit stopped, ...)
 LIGHTNING_LOGGERS = (

@@ -59,6 +59,21 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
+def check_not_hydra(path: Path, loaded: dict) -> None:
+    """A Hydra config of solo-learn main (a ``defaults`` list) given to this plugin's commands:
+    refused with the command that runs it."""
+    if not isinstance(loaded.get("defaults"), list):
+        return
+    script = "main_linear.py" if "pretrained_feature_extractor" in loaded else "main_pretrain.py"
+    raise ConfigError(
+        f"{path} is a Hydra config for solo-learn main's own launchers (its 'defaults' list "
+        f"composes the other YAMLs), not a config of this command: run it with 'python -m "
+        f"solo_hyper run-solo PATH/TO/solo-learn/{script} --config-path {path.parent} "
+        f"--config-name {path.name}' in the solo-learn main set-up (docs/solo-main.md), or give "
+        "this command a YAML of configs/pretrain/ (configs/linear/ for linear)"
+    )
+
+
 def load_config(
     path: str | Path | None, overrides: list[str] = (), base: dict | None = None
 ) -> dict:
@@ -72,6 +87,7 @@ def load_config(
             loaded = yaml.safe_load(f) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: a config must be a YAML mapping")
+        check_not_hydra(path, loaded)
         cfg = merge(cfg, loaded)
     for text in overrides:
         set_dotted(cfg, *parse_override(text))

@@ -190,6 +190,19 @@ def trainer_arg_names() -> set[str]:
     return common.init_arg_names(pl.Trainer)
 
 
+# Lightning 1.9's DDP strategies search for unused parameters after every backward unless told
+# not to (Lightning 2's default); benchmarks/ddp_unused.py measures what the search costs
+NO_UNUSED_SEARCH = {
+    name: f"{name}_find_unused_parameters_false"
+    for name in ("ddp", "ddp_spawn", "ddp_fork", "ddp_notebook")
+}
+
+
+def trainer_strategy(strategy: Any) -> Any:
+    """'ddp' (and its spawn/fork forms) without the unused-parameter search, as Lightning 2."""
+    return NO_UNUSED_SEARCH.get(strategy, strategy) if isinstance(strategy, str) else strategy
+
+
 def trainer_precision(precision: Any) -> Any:
     """Lightning 2 spellings ('bf16-mixed', '16-mixed', '32-true') in Lightning 1.9's terms."""
     table = {"bf16-mixed": "bf16", "16-mixed": 16, "32-true": 32, "64-true": 64, "32": 32, "16": 16}

@@ -304,6 +304,11 @@ def trainer_arg_names() -> set[str]:
     return common.init_arg_names(pl.Trainer)
 
 
+def trainer_strategy(strategy: Any) -> Any:
+    """Lightning 2's 'ddp' already skips the unused-parameter search."""
+    return strategy
+
+
 def trainer_precision(precision: Any) -> Any:
     """Lightning 1.x spellings (16, 'bf16', 32) in Lightning 2's terms."""
     table = {
@@ -448,12 +453,13 @@ class RunSummary:
             return None
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         shown = []
-        for key, label in (
-            ("train_loss", "loss"), ("train_nce_loss", "loss"), ("val_acc1", "online linear top-1"),
-            ("val_knn_acc1", "online kNN top-1 (bank of augmented training crops)"),
+        for key, label, unit in (
+            ("train_loss", "loss", ""), ("train_nce_loss", "loss", ""),
+            ("val_acc1", "online linear top-1", "%"),
+            ("val_knn_acc1", "online kNN top-1 (bank of augmented training crops)", "%"),
         ):  # fmt: skip
             if key in metrics and not any(s.startswith(label + " ") for s in shown):
-                shown.append(f"{label} {metrics[key]:.4g}")
+                shown.append(f"{label} {metrics[key]:.2f}{unit}" if unit else f"{label} {metrics[key]:.4g}")
         epochs = trainer.current_epoch
         cfg = getattr(model, "cfg", None)
         name = omegaconf_select(cfg, "name", None) if cfg is not None else None
@@ -463,8 +469,9 @@ class RunSummary:
             path = getattr(callback, "path", None)
             if path is not None and type(callback).__name__ == "Checkpointer":
                 where = f" -> {path}"
+        method = omegaconf_select(cfg, "method", None) if cfg is not None else None
         return (
-            f"{name}: {trainer.global_step} steps, {epochs} epoch{'s' if epochs != 1 else ''}, "
+            f"{name}{f' [{method}]' if method else ''}: {trainer.global_step} steps, {epochs} epoch{'s' if epochs != 1 else ''}, "
             f"{', '.join(shown) or 'no metrics logged'}, {time.time() - self.started:.0f} s{where}"
         )
 
