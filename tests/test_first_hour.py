@@ -144,3 +144,11 @@ def test_every_subcommand_helps_at_once_and_silently():
         took = time.perf_counter() - start
         assert proc.returncode == 0 and proc.stderr == "", (command, proc.stderr[:500])
         assert "--verbose" in proc.stdout and took < 3.0, (command, took)
+
+
+def test_a_hydra_yaml_given_to_pretrain_names_run_solo(capsys):
+    assert main(["pretrain", "--config", "configs/solo-main/custom/hcl.yaml"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is a Hydra config for solo-learn main's own launchers" in line
+    assert "run-solo PATH/TO/solo-learn/main_pretrain.py --config-path configs/solo-main/custom " \
+           "--config-name hcl.yaml" in line  # fmt: skip

@@ -55,16 +55,28 @@ COLUMNS = [
 RUN_COLUMNS = [("config", "config"), *COLUMNS]
 SUMMARY_HEAD = [("config", "config"), ("method", "method"), ("seeds", "seeds")]
 SUMMARY_COLUMNS = [c for c in COLUMNS if c[0] not in ("method", "name", "seed")]
-NOTES = (
-    "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen backbone; "
-    "online linear top-1: solo-learn's online probe during pretraining; kNN: offline, on the "
-    "un-augmented full splits, backbone features, cosine, k=20, T=0.07 (solo's online kNN of "
-    "the training curves votes with a bank of augmented training crops instead), coarse = neighbours vote with coarse labels; delta_rel = 2 delta / diam "
-    "of 500 test projector outputs (Poincare distances on the ball); robust acc: PGD accuracy of "
-    "the run's robust evaluation when one exists (protocol in results.csv); wall time, images/s "
-    "and peak memory: pretraining (peak memory: CUDA allocations on a GPU, else the process's "
-    "resident-set high-water mark, reset before each run)."
-)
+# what each column means, printed under a table for the columns it shows
+COLUMN_NOTES = {
+    "linear_acc1": "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen "
+    "backbone",
+    "online_linear_acc1": "online linear top-1: solo-learn's online probe during pretraining",
+    "knn_top1": "kNN: offline, on the un-augmented train/test splits, backbone features, cosine, "
+    "k=20, T=0.07 (solo's online kNN of the training curves votes with a bank of augmented "
+    "training crops instead)",
+    "knn_coarse_top1": "coarse = neighbours vote with coarse labels",
+    "relative_delta": "delta_rel = 2 delta / diam of 500 test projector outputs (Poincare "
+    "distances on the ball)",
+    "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
+    "(protocol in results.csv)",
+    "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
+    "allocations on a GPU, else the process's resident-set high-water mark, reset before each run)",
+}
+
+
+def notes(rows: list[dict], columns=COLUMNS) -> str:
+    """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones)."""
+    shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
+    return "; ".join(text for key, text in COLUMN_NOTES.items() if key in shown) + "."
 
 
 def run_name(config_path: str) -> str:
@@ -243,7 +255,8 @@ def write_csv(path: Path, keys: list[str], records: list[list]) -> None:
 def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
-        markdown_table(rows, columns) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+        markdown_table(rows, columns) + "\n\n" + notes(rows, columns) + "\n\n" + machine_note()
+        + "\n"
     )
     keys = csv_keys(rows, columns)
     write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -278,7 +291,8 @@ def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]]) -> str:
 def write_seed_tables(rows: list[dict], pairs: list[tuple[str, str]], out: Path) -> None:
     """results.md (summary, pairs, runs), results.csv (one row per run), summary.csv, pairs.csv."""
     out.mkdir(parents=True, exist_ok=True)
-    text = seed_markdown(rows, pairs) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+    legend = notes(rows, RUN_COLUMNS)
+    text = seed_markdown(rows, pairs) + "\n\n" + legend + "\n\n" + machine_note() + "\n"
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])
