@@ -152,3 +152,18 @@ def test_a_hydra_yaml_given_to_pretrain_names_run_solo(capsys):
     assert "is a Hydra config for solo-learn main's own launchers" in line
     assert "run-solo PATH/TO/solo-learn/main_pretrain.py --config-path configs/solo-main/custom " \
            "--config-name hcl.yaml" in line  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "zero"),
+    [({}, True), ({"LOCAL_RANK": "1"}, False), ({"RANK": "3"}, False), ({"NODE_RANK": "1"}, False),
+     ({"RANK": "0", "LOCAL_RANK": "0"}, True)],
+)  # fmt: skip
+def test_only_rank_zero_prints_the_closing_summary(env, zero, monkeypatch):
+    from solo_hyper.cli.main import rank_zero
+
+    for key in ("RANK", "LOCAL_RANK", "NODE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert rank_zero() is zero
