@@ -14,6 +14,7 @@ Benchmarks (``--only`` takes these names):
   augment     kornia DeviceAugmentation vs solo-learn's PIL pipeline (0 and 2 workers)
   rhcl        RHCL and RoCL step vs HCL step (benchmarks/rhcl_step.py)
   ebclr       EBCLR step vs SimCLR step, MSGLD with vs without weight gradients (ebclr_step.py)
+  ddp         DDP step with vs without the unused-parameter search, 2 CPU ranks (ddp_unused.py)
 
 Every ratio compares variants measured in the same rounds, so a busy machine slows both sides;
 absolute numbers (the note column) only mean something on a quiet one. ``--quick`` uses small
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-NAMES = ("loss", "geoopt", "chunked", "compile", "throughput", "augment", "rhcl", "ebclr")
+NAMES = ("loss", "geoopt", "chunked", "compile", "throughput", "augment", "rhcl", "ebclr", "ddp")
 QUICK_SKIPS = ("compile",)
 
 
@@ -125,9 +126,15 @@ def _ebclr(s: Settings):
     return ebclr_rows(64, 3, 2) if s.quick else ebclr_rows(128, 8, 3)
 
 
+def _ddp(s: Settings):
+    from benchmarks.ddp_unused import ddp_rows
+
+    return ddp_rows(32, 4, 2) if s.quick else ddp_rows(64, 8, 5)
+
+
 BENCHMARKS: dict[str, Callable[[Settings], list]] = {
     "loss": _loss, "geoopt": _geoopt, "chunked": _chunked, "compile": _compile, "throughput": _throughput,
-    "augment": _augment, "rhcl": _rhcl, "ebclr": _ebclr,
+    "augment": _augment, "rhcl": _rhcl, "ebclr": _ebclr, "ddp": _ddp,
 }  # fmt: skip
 
 

@@ -3,13 +3,13 @@
 # CPU with the small CNN, once per seed (0, 1, 2; 1 epoch on a 10,000-image training subset each),
 # evaluates every run the same way (offline linear probe, online linear probe, kNN on the test split)
 # and prints mean ± std per method and the paired difference HCL - SimCLR with its 95% t-interval
-# over the seeds (results/main/results.md, .csv with one row per run, summary.csv, pairs.csv).
+# over the seeds (results/main/results.md, .csv with one row per run, summary.csv, pairs.csv;
+# figures: curves.png with a point every 5 steps, comparison.png, disk.png).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap.sh"
 cd "$root"
-# the pinned 2021-era stack (pl_bolts, Lightning 1.9 on torch 2.x) warns a lot at import time
-export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore}"
 exec .venv/bin/python -m solo_hyper compare \
   --configs configs/pretrain/fashionmnist/simclr.yaml configs/pretrain/fashionmnist/hcl.yaml \
-  --seeds 0 1 2 --epochs 1 --set data.train_subset=10000 --out results/main --quiet "$@"
+  --seeds 0 1 2 --epochs 1 --set data.train_subset=10000 log_every_n_steps=5 --out results/main \
+  --quiet "$@"

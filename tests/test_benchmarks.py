@@ -9,6 +9,7 @@ import torch
 
 from benchmarks import run as bench_run
 from benchmarks.augment import augment_rows
+from benchmarks.ddp_unused import ddp_rows
 from benchmarks.loss import CHUNK, chunked_rows, geoopt_rows, loss_rows
 from benchmarks.memory import peak_bytes
 from benchmarks.steps import ebclr_rows, rhcl_rows
@@ -39,6 +40,7 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
         + augment_rows(sizes=(28,), batch_size=8, batches=2, rounds=1, workers=(0,))
         + rhcl_rows(batch_size=8, steps=1, rounds=1)
         + ebclr_rows(batch_size=8, steps=3, rounds=1, sgld_steps=2)
+        + ddp_rows(batch_size=8, steps=1, rounds=1)
     )  # fmt: skip
     kinds = {(r.bench, r.variant, r.metric.split(" (")[0].split(" 2N")[0]) for r in rows}
     assert {
@@ -56,6 +58,7 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
         ("steps", "rhcl", "step time"),
         ("steps", "rocl", "step time"),
         ("steps", "ebclr", "step time"),
+        ("ddp", "find_unused_parameters=True", "HCL step time"),
     } <= kinds
     for row in rows:
         r = row.ratio

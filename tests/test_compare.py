@@ -64,7 +64,7 @@ def test_results_table_has_every_column_filled(compared):
 
 
 def test_figures_are_written(compared):
-    for name in ("accuracy.png", "loss.png", "disk.png"):
+    for name in ("curves.png", "comparison.png", "disk.png"):
         data = (compared / name).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, name
     disk = json.loads((compared / "fashionmnist-hcl" / "eval.json").read_text())["disk"]
@@ -105,7 +105,14 @@ def test_sweep_curvature_trains_each_value(tmp_path, capsys):
     for value in (0.2, 1.0):
         ev = json.loads((out / f"fashionmnist-hcl-curvature={value}" / "eval.json").read_text())
         assert ev["curvature"] == pytest.approx(value)  # read back from the trained model
-    assert "| fashionmnist-hcl | 0.2 |" in (out / "sweep-curvature.md").read_text()
+    text = (out / "sweep-curvature.md").read_text()
+    assert "| fashionmnist-hcl | 0.2 |" in text
+    # the legend explains the sweep table's columns only
+    assert "linear top-1: offline" in text and "robust acc" not in text
+    assert "online linear top-1" not in text
+    assert (out / "curves.png").read_bytes().startswith(PNG)
+    printed = capsys.readouterr().out
+    assert f"written: {out}/sweep-curvature.md, {out}/sweep-curvature.csv" in printed
 
 
 def test_sweep_rejects_bad_input_before_training(tmp_path, capsys):

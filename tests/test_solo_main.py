@@ -574,3 +574,64 @@ def test_pretrain_command_runs_on_solo_main(tmp_path, fashion_mnist_available):
     result = pretrain(prepare(None, base=cfg), quiet=True)
     assert result["global_step"] == 4 and 0.0 <= result["knn_acc1"] <= 100.0
     assert (tmp_path / "test-shcl" / "last.ckpt").is_file()
+
+
+# what docs/solo-main.md gives as the CPU smoke command (the plugin's devices: 1, as written)
+CPU_SMOKE = [
+    "accelerator=cpu", "devices=1", "precision=32", "data.num_workers=0",
+    "optimizer.batch_size=4", "max_epochs=1", "auto_resume.enabled=False",
+    "+enable_progress_bar=False", "+limit_train_batches=2", "+limit_val_batches=1",
+]  # fmt: skip
+
+
+@needs_main
+def test_one_shipped_yaml_trains_the_method_and_its_baseline_under_run_solo(
+    tmp_path, monkeypatch, capsys, solo_scripts
+):
+    """configs/solo-main/custom/hcl.yaml, unchanged but for the budget, trains HCL and, with
+    method=simclr, SimCLR (scheduler ``cosine`` and a 4-image validation split that solo's own
+    kNN cannot score: k=20 > bank, classes counted from the split); each run ends in one
+    summary line; main_linear.py takes small_cnn's width from the run's args.json."""
+    train, val = _image_folder(tmp_path / "train", 4), _image_folder(tmp_path / "val", 2)
+    monkeypatch.chdir(tmp_path)
+    common = [
+        "--config-path", str(SOLO_MAIN_CONFIGS / "custom"), "--config-name", "hcl.yaml",
+        f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck",
+        "backbone.name=small_cnn", "+backbone.kwargs.width=8", "augmentations.0.crop_size=32",
+        "method_kwargs.proj_hidden_dim=16", "method_kwargs.proj_output_dim=8", *CPU_SMOKE,
+    ]  # fmt: skip
+    lines = {}
+    for method in ("hcl", "simclr"):
+        extra = [] if method == "hcl" else ["method=simclr", "name=simclr-custom",
+                                            "~method_kwargs.curvature", "~method_kwargs.normalize"]  # fmt: skip
+        capsys.readouterr()
+        run_solo(str(solo_scripts / "main_pretrain.py"), [*common, *extra])
+        lines[method] = capsys.readouterr().out.strip().splitlines()[-1]
+        (ckpt,) = (tmp_path / "ck" / method).glob("*/*.ckpt")
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+        assert saved["global_step"] == 2
+        assert json.loads((ckpt.parent / "args.json").read_text())["scheduler"]["name"] == "cosine"
+    for method, line in lines.items():
+        assert line.startswith(f"{method}-custom [{method}]: 2 steps, 1 epoch, "), line
+        assert "online kNN top-1 (bank of augmented training crops)" in line, line
+    (hcl_ckpt,) = (tmp_path / "ck" / "hcl").glob("*/*.ckpt")
+    capsys.readouterr()
+    run_solo(
+        str(solo_scripts / "main_linear.py"),
+        ["--config-path", str(SOLO_MAIN_CONFIGS / "linear"), "--config-name", "custom.yaml",
+         f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck",
+         "backbone.name=small_cnn", f"pretrained_feature_extractor='{hcl_ckpt}'", *CPU_SMOKE],
+    )  # fmt: skip
+    assert "linear" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_run_solo_names_the_configs_and_tells_the_dialects_apart(tmp_path):
+    (tmp_path / "confs").mkdir()
+    (tmp_path / "confs" / "hcl.yaml").write_text("defaults:\n  - _self_\nmethod: hcl\n")
+    with pytest.raises(ConfigError, match=r"--config-name is missing.*\['hcl.yaml'\]"):
+        resolve_hydra_args(["--config-path", "confs"], tmp_path)
+    plugin_yaml = ROOT / "configs" / "pretrain" / "fashionmnist" / "hcl.yaml"
+    with pytest.raises(ConfigError, match="python -m solo_hyper pretrain --config .*hcl.yaml"):
+        resolve_hydra_args(
+            ["--config-path", str(plugin_yaml.parent), "--config-name", "hcl.yaml"], tmp_path
+        )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
 
 def _pretrain(args: argparse.Namespace) -> None:
@@ -18,14 +17,33 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     prep = prepare(args.config, args.overrides)
     result = pretrain(prep, quiet=args.quiet, on_mismatch="new" if args.new_run else "error")
+    if not rank_zero():  # under DDP every rank returns here: one summary, from rank 0
+        return
     if result.get("reused"):
         stored = {k: v for k, v in result.items() if k not in ("reused", "code", "metrics")}
         print(json.dumps(stored, indent=2))
         return
     print(
-        f"{result['method']}: online linear top-1 {result['online_linear_acc1']}, "
-        f"kNN top-1 {result['knn_acc1']}, {result['wall_time_s']} s -> {result['run_dir']}"
+        f"{result['method']}: online linear top-1 {_pct(result['online_linear_acc1'])}, "
+        f"online kNN top-1 {_pct(result['knn_acc1'])} (bank of augmented training crops), "
+        f"{_plural(result['epochs'], 'epoch')}, {result['wall_time_s']:.1f} s -> {result['run_dir']}"
     )
+
+
+def rank_zero() -> bool:
+    """Whether this process is rank 0 (or not distributed): Lightning's DDP launcher starts the
+    other ranks as copies of this command, with RANK / LOCAL_RANK set."""
+    import os
+
+    return all(int(os.environ.get(k, "0") or 0) == 0 for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}%"
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
 
 
 def _compare(args: argparse.Namespace) -> None:
@@ -48,8 +66,9 @@ def _linear(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.linear import linear_eval
 
     r = linear_eval(args.checkpoint, args.config, args.overrides, args.device, args.quiet)
-    print(f"{r['run']}: linear top-1 {r['linear_acc1']:.2f} ({r['linear_features']} features, "
-          f"{r['linear_epochs']} epochs) -> linear.json, linear.md next to {r['checkpoint']}")  # fmt: skip
+    print(f"{r['run']}: linear top-1 {_pct(r['linear_acc1'])} ({r['linear_features']} features, "
+          f"{_plural(r['linear_epochs'], 'epoch')}) -> linear.json, linear.md next to "
+          f"{r['checkpoint']}")  # fmt: skip
 
 
 def _knn(args: argparse.Namespace) -> None:
@@ -65,14 +84,15 @@ def _knn(args: argparse.Namespace) -> None:
 
 def _sweep(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.compare import markdown_table
-    from solo_hyper.evaluation.sweep import COLUMNS, sweep
+    from solo_hyper.evaluation.sweep import COLUMNS, resolve_sweep, sweep
 
     rows = sweep(
         args.target, args.config, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
-    print(f"\nwritten: {args.out}/sweep-*.md, .csv, .png")
+    stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
+    print(f"\nwritten: {stem}.md, {stem}.csv, {stem}.png, {args.out}/curves.png")
 
 
 def _robust(args: argparse.Namespace) -> None:
@@ -246,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", metavar="NAME", help="e.g. loss throughput augment")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.set_defaults(func=_bench)
+    for command in sub.choices.values():
+        command.add_argument(
+            "--verbose", action="store_true",
+            help="also show third-party warnings and Lightning's banners (filtered by default)",
+        )  # fmt: skip
     return parser
 
 
@@ -260,29 +285,35 @@ def own_options(parser: argparse.ArgumentParser, command: str) -> dict[str, int]
 
 
 def main(argv: list[str] | None = None) -> int:
+    from solo_hyper.cli.quiet import filtered_warnings, quiet_run
+
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    # run-solo: only before the script (what follows is the script's own)
+    verbose = "--verbose" in (argv[:2] if argv[:1] == ["run-solo"] else argv)
     solo_flags: list[str] = []
-    if argv[:1] == ["pretrain"]:  # solo-learn 1.0.2's launcher flags may follow the config
-        from solo_hyper.solo.bash_flags import split_pretrain_argv
+    asks_help = any(a in ("-h", "--help") for a in argv)
+    if argv[:1] == ["pretrain"] and not asks_help:  # solo 1.0.2's launcher flags may follow
+        with filtered_warnings(verbose):  # solo_hyper.solo imports solo-learn
+            from solo_hyper.solo.bash_flags import split_pretrain_argv
 
         argv, solo_flags = split_pretrain_argv(argv, own_options(parser, "pretrain"))
     args = parser.parse_args(argv)
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
-        # time (about 14 lines a user can do nothing about): load them once, silenced
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        # time (about 14 lines a user can do nothing about): load them once, filtered
+        with filtered_warnings(verbose):
             import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
     from solo_hyper.config import ConfigError
     from solo_hyper.data import DatasetNotFoundError
 
     try:
-        if solo_flags:  # solo-learn 1.0.2's launcher flags (README; solo_hyper/solo/bash_flags.py)
-            from solo_hyper.solo.bash_flags import to_overrides
+        with quiet_run(verbose):
+            if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/solo/bash_flags.py)
+                from solo_hyper.solo.bash_flags import to_overrides
 
-            args.overrides = [*args.overrides, *to_overrides(solo_flags)]
-        args.func(args)
+                args.overrides = [*args.overrides, *to_overrides(solo_flags)]
+            args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)
         return 2

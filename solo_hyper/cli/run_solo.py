@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from solo_hyper.config import ConfigError
+from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS
 
 KNOWN_SCRIPTS = ("main_pretrain.py", "main_linear.py", "main_knn.py")
 PATH_OPTIONS = ("--config-path", "-cp", "--config-dir", "-cd")
@@ -48,17 +49,45 @@ def resolve_hydra_args(args: list[str], cwd: Path) -> list[str]:
                 out[i + 1] = _absolute(args[i + 1], cwd)
     path = _option_value(out, ("--config-path", "-cp"))
     name = _option_value(out, NAME_OPTIONS)
-    if path is not None and name is not None:
-        folder, config = Path(path[1]), name[1]
+    if path is not None:
+        folder = Path(path[1])
         if not folder.is_dir():
             raise ConfigError(f"--config-path {path[1]!r} is not a folder")
-        candidates = [folder / config, folder / f"{config}.yaml"]
-        if not any(c.is_file() for c in candidates):
-            yamls = sorted(p.name for p in folder.glob("*.yaml"))
+        yamls = sorted(p.name for p in folder.glob("*.yaml"))
+        if name is None:
+            raise ConfigError(
+                f"--config-name is missing: add --config-name NAME, one of {yamls} (in {path[1]})"
+            )
+        config = name[1]
+        candidates = [c for c in (folder / config, folder / f"{config}.yaml") if c.is_file()]
+        if not candidates:
             raise ConfigError(
                 f"no config {config!r} in {str(folder)!r}; --config-name is one of {yamls}"
             )
+        check_dialect(candidates[0])
     return out
+
+
+def check_dialect(config: Path) -> None:
+    """A config of this plugin's own launcher given to solo's launchers (no Hydra ``defaults``
+    list, and its crops inline or a dataset solo main does not know): refused with the command
+    that runs it."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(config.read_text())
+    except yaml.YAMLError:
+        return  # Hydra reports it
+    if not isinstance(loaded, dict) or "defaults" in loaded or "hydra" in loaded:
+        return
+    data = loaded.get("data")
+    dataset = data.get("dataset") if isinstance(data, dict) else None
+    if "augmentations" in loaded or (dataset is not None and dataset not in SOLO_MAIN_DATASETS):
+        raise ConfigError(
+            f"{config} is a config of this plugin's own launcher (no Hydra 'defaults' list), not "
+            f"one of solo-learn main's: run it with 'python -m solo_hyper pretrain --config "
+            f"{config}', or give run-solo a YAML of configs/solo-main/ (docs/solo-main.md)"
+        )
 
 
 def _absolute(value: str, cwd: Path) -> str:
@@ -107,10 +136,13 @@ def run_solo(script: str, args: list[str]) -> None:
     sys.argv = [str(path.resolve()), *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with adapter.launch_hooks():
+        with adapter.launch_hooks() as summary:
             runpy.run_path(str(path), run_name="__main__")
+            line = summary.line() if summary is not None else None
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+    if line:
+        print(line)
 
 
 __all__ = ["KNOWN_SCRIPTS", "resolve_hydra_args", "run_solo"]

@@ -59,6 +59,21 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
+def check_not_hydra(path: Path, loaded: dict) -> None:
+    """A Hydra config of solo-learn main (a ``defaults`` list) given to this plugin's commands:
+    refused with the command that runs it."""
+    if not isinstance(loaded.get("defaults"), list):
+        return
+    script = "main_linear.py" if "pretrained_feature_extractor" in loaded else "main_pretrain.py"
+    raise ConfigError(
+        f"{path} is a Hydra config for solo-learn main's own launchers (its 'defaults' list "
+        f"composes the other YAMLs), not a config of this command: run it with 'python -m "
+        f"solo_hyper run-solo PATH/TO/solo-learn/{script} --config-path {path.parent} "
+        f"--config-name {path.name}' in the solo-learn main set-up (docs/solo-main.md), or give "
+        "this command a YAML of configs/pretrain/ (configs/linear/ for linear)"
+    )
+
+
 def load_config(
     path: str | Path | None, overrides: list[str] = (), base: dict | None = None
 ) -> dict:
@@ -72,6 +87,7 @@ def load_config(
             loaded = yaml.safe_load(f) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: a config must be a YAML mapping")
+        check_not_hydra(path, loaded)
         cfg = merge(cfg, loaded)
     for text in overrides:
         set_dotted(cfg, *parse_override(text))
@@ -102,6 +118,38 @@ def check_keys(
                 raise ConfigError(f"{'.'.join(here)} must be a mapping, got {value!r}")
             if here not in free_form:
                 check_keys(value, known[key], label, free_form, extra_top, here)
+
+
+def _number(value: Any) -> bool:
+    """Whether ``value`` is a number (YAML leaves '1e-4' a string: accepted, as float() reads it)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    try:
+        return isinstance(value, str) and float(value) == float(value)
+    except ValueError:
+        return False
+
+
+# Lightning arguments whose default is a number but that take names too ("auto", "bf16-mixed")
+SPELLED_KEYS = frozenset({"devices", "precision", "num_nodes"})
+
+
+def check_types(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
+    """Values whose default is a number (or a switch) must be one: ``optimizer.lr=abc`` is a
+    ConfigError naming the key, before a float() deep in the run raises a bare ValueError."""
+    for key, value in given.items():
+        default, here = known.get(key), ".".join(prefix + (key,))
+        if value is None or default is None or (not prefix and key in SPELLED_KEYS):
+            continue
+        if isinstance(default, dict) and isinstance(value, dict):
+            check_types(value, default, prefix + (key,))
+        elif isinstance(default, bool):
+            if isinstance(value, str):
+                raise ConfigError(f"{here} must be true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not _number(value):
+            raise ConfigError(f"{here} must be a number, got {value!r}")
 
 
 def positive_int_or_none(value: Any, where: str) -> None:

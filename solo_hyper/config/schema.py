@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from solo_hyper.config.errors import ConfigError
-from solo_hyper.config.loading import check_keys, load_config, merge
+from solo_hyper.config.loading import check_keys, check_types, load_config, merge
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,14 @@ class Schema:
     prefix: tuple[str, ...] = ()  # where the section sits in a larger config (for messages)
 
     def complete(self, given: dict, extra_top: set[str] = frozenset()) -> dict:
-        """Key check, defaults merged in, value check."""
+        """Key check, type check (numbers and switches, by the defaults' example), defaults
+        merged in, value check."""
         if not isinstance(given, dict):
             where = ".".join(self.prefix) or self.label
             raise ConfigError(f"{where} must be a mapping, got {given!r}")
         check_keys(given, self.defaults, self.label, set(self.free_form), set(extra_top),
                    self.prefix)  # fmt: skip
+        check_types(given, self.defaults, self.prefix)
         cfg = merge(self.defaults, given)
         if self.check is not None:
             self.check(cfg)

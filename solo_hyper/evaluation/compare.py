@@ -12,6 +12,7 @@ With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<
 from __future__ import annotations
 
 import csv
+import json
 import os
 import platform
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from solo_hyper.evaluation.seeds import (
     verdict,
 )
 from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
+from solo_hyper.solo import adapter
 
 COLUMNS = [
     ("method", "method"),
@@ -53,15 +55,28 @@ COLUMNS = [
 RUN_COLUMNS = [("config", "config"), *COLUMNS]
 SUMMARY_HEAD = [("config", "config"), ("method", "method"), ("seeds", "seeds")]
 SUMMARY_COLUMNS = [c for c in COLUMNS if c[0] not in ("method", "name", "seed")]
-NOTES = (
-    "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen backbone; "
-    "online linear top-1: solo-learn's online probe during pretraining; kNN: backbone features, "
-    "cosine, k=20, T=0.07, coarse = neighbours vote with coarse labels; delta_rel = 2 delta / diam "
-    "of 500 test projector outputs (Poincare distances on the ball); robust acc: PGD accuracy of "
-    "the run's robust evaluation when one exists (protocol in results.csv); wall time, images/s "
-    "and peak memory: pretraining (peak memory: CUDA allocations on a GPU, else the process's "
-    "resident-set high-water mark, reset before each run)."
-)
+# what each column means, printed under a table for the columns it shows
+COLUMN_NOTES = {
+    "linear_acc1": "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen "
+    "backbone",
+    "online_linear_acc1": "online linear top-1: solo-learn's online probe during pretraining",
+    "knn_top1": "kNN: offline, on the un-augmented train/test splits, backbone features, cosine, "
+    "k=20, T=0.07 (solo's online kNN of the training curves votes with a bank of augmented "
+    "training crops instead)",
+    "knn_coarse_top1": "coarse = neighbours vote with coarse labels",
+    "relative_delta": "delta_rel = 2 delta / diam of 500 test projector outputs (Poincare "
+    "distances on the ball)",
+    "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
+    "(protocol in results.csv)",
+    "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
+    "allocations on a GPU, else the process's resident-set high-water mark, reset before each run)",
+}
+
+
+def notes(rows: list[dict], columns=COLUMNS) -> str:
+    """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones)."""
+    shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
+    return "; ".join(text for key, text in COLUMN_NOTES.items() if key in shown) + "."
 
 
 def run_name(config_path: str) -> str:
@@ -86,7 +101,7 @@ def check_linear(preps: list[Prepared], linear_epochs: int | None, linear_config
 
 def evaluate_rows(
     rows: list[dict], linear_epochs=None, linear_config_path=None, plots_dir: Path | None = None,
-    device: str = "auto", quiet: bool = True,
+    device: str = "auto", quiet: bool = True, pairs: list[tuple[str, str]] = (),
 ) -> list[dict]:  # fmt: skip
     """Adds the protocol's numbers to every pretraining result (and draws the figures)."""
     out = []
@@ -95,24 +110,38 @@ def evaluate_rows(
                           device, quiet)  # fmt: skip
         out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")}})
     if plots_dir is not None:
-        first_seed = out[0].get("seed") if out else None  # one run per config keeps them legible
-        draw([r for r in out if r.get("seed") == first_seed], plots_dir)
+        draw(out, plots_dir, pairs)
     return out
 
 
-def draw(rows: list[dict], out: Path) -> list[Path]:
-    runs = {r["name"] or r["method"]: Path(r["run_dir"]) for r in rows}
-    written = [
-        plots.accuracy_curves(runs, out / "accuracy.png"),
-        plots.loss_curves(runs, out / "loss.png"),
-    ]
-    maps = {r["name"] or r["method"]: r["disk"] for r in rows if r.get("disk")}
+def draw(rows: list[dict], out: Path, pairs: list[tuple[str, str]] = ()) -> list[Path]:
+    """curves.png (per-step training curves, a band per config over its seeds), comparison.png
+    (final offline metrics, paired differences) and disk.png (the first seed of each config);
+    figures.json lists every figure's panels and the series drawn in each."""
+    groups: dict[str, list[Path]] = {}
+    for r in rows:
+        groups.setdefault(r.get("config") or r["name"] or r["method"], []).append(Path(r["run_dir"]))
+    knn_scale = 1.0 if adapter.KNN_PERCENT else 100.0
+    figures = {
+        "curves.png": plots.training_curves(groups, out / "curves.png", knn_scale),
+        "comparison.png": plots.comparison_figure(
+            [{**r, "config": r.get("config") or r["name"]} for r in rows],
+            paired_rows(rows, list(pairs)) if pairs else [], out / "comparison.png",
+        ),
+    }
+    first_seed = rows[0].get("seed") if rows else None  # one run per config keeps them legible
+    firsts = [r for r in rows if r.get("seed") == first_seed]
+    maps = {r.get("config") or r["name"] or r["method"]: r["disk"] for r in firsts if r.get("disk")}
     datasets = {r.get("dataset") for r in rows}
     names = coarse_names = None
     if datasets == {"fashionmnist"}:
         names, coarse_names = FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES
-    written.append(plots.poincare_disk(maps, out / "disk.png", names, coarse_names))
-    return [p for p in written if p is not None]
+    disk = plots.poincare_disk(maps, out / "disk.png", names, coarse_names)
+    manifest = {name: {"panels": f[1]} for name, f in figures.items() if f is not None}
+    if disk is not None:
+        manifest["disk.png"] = {"panels": {"disk": list(maps)}}
+    (out / "figures.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return [f[0] for f in figures.values() if f is not None] + ([disk] if disk else [])
 
 
 @dataclass
@@ -172,7 +201,8 @@ def compare(
         rows.append({**row, "config": label, "seed": int(prep.cfg["seed"])})
     if evaluate:
         rows = evaluate_rows(
-            rows, linear_epochs, linear_config_path, out if plots_enabled else None, device
+            rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
+            pairs=todo.pairs,
         )
     if todo.seeds is None:
         write_tables(rows, out)
@@ -225,7 +255,8 @@ def write_csv(path: Path, keys: list[str], records: list[list]) -> None:
 def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
-        markdown_table(rows, columns) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+        markdown_table(rows, columns) + "\n\n" + notes(rows, columns) + "\n\n" + machine_note()
+        + "\n"
     )
     keys = csv_keys(rows, columns)
     write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -260,7 +291,8 @@ def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]]) -> str:
 def write_seed_tables(rows: list[dict], pairs: list[tuple[str, str]], out: Path) -> None:
     """results.md (summary, pairs, runs), results.csv (one row per run), summary.csv, pairs.csv."""
     out.mkdir(parents=True, exist_ok=True)
-    text = seed_markdown(rows, pairs) + "\n\n" + NOTES + "\n\n" + machine_note() + "\n"
+    legend = notes(rows, RUN_COLUMNS)
+    text = seed_markdown(rows, pairs) + "\n\n" + legend + "\n\n" + machine_note() + "\n"
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])

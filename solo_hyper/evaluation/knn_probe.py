@@ -14,6 +14,7 @@ the run's checkpoints.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from solo_hyper.evaluation.features import (
     evaluation_loaders,
     hyperbolic_space,
 )
+from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import Progress
 from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
@@ -224,6 +226,9 @@ def knn_eval(
     train_loader, val_loader, _ = evaluation_loaders(cfg, overrides, batch_size)
     train = embed(model, cfg, Progress(train_loader, "embedding train", progress))
     test = embed(model, cfg, Progress(val_loader, "embedding test", progress))
+    if progress:
+        print(f"[knn] scoring k={list(ks)} on {len(train.targets)} x {len(test.targets)} images, "
+              f"then delta-hyperbolicity on {delta_points} points", file=sys.stderr)  # fmt: skip
     result = {
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
@@ -235,6 +240,7 @@ def knn_eval(
     }
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     run_dir = Path(ckpt["_path"]).parent
+    set_aside([run_dir / "knn.json", run_dir / "knn.md"])
     write_json_atomic(run_dir / "knn.json", result)
     write_text_atomic(run_dir / "knn.md", markdown(result))
     return result

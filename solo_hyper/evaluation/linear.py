@@ -43,6 +43,7 @@ from solo_hyper.evaluation.features import (
     evaluation_view,
     model_device,
 )
+from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import Progress
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
@@ -338,6 +339,7 @@ def linear_eval(
         **linear_probe(model, cfg, lcfg, log_dir=run_dir, quiet=quiet),
         "linear_config": lcfg,
     }
+    set_aside([run_dir / "linear.json", run_dir / "linear.md"])
     write_json_atomic(run_dir / "linear.json", result)
     write_text_atomic(run_dir / "linear.md", markdown(result))
     return result

@@ -2,7 +2,8 @@
 
 ``RUN/logs/version_*/metrics.csv`` holds one row per logging event (validation rows with
 ``val_*``, epoch-end training rows with ``train_*_epoch``); a resumed run adds a version. They are
-merged into {epoch: {metric: value}}, later versions and later rows winning.
+merged into {epoch: {metric: value}}, later versions and later rows winning; ``step_rows`` keeps
+every row with its optimisation step (the per-step training curves).
 """
 
 from __future__ import annotations
@@ -39,6 +40,38 @@ def epoch_metrics(run_dir: str | Path) -> dict[int, dict[str, float]]:
                     except ValueError:
                         continue
     return dict(sorted(out.items()))
+
+
+def step_rows(run_dir: str | Path) -> list[dict[str, float]]:
+    """Every logged row of the run (all CSV versions in order) with its ``step``, as numbers."""
+    rows = []
+    for path in metrics_files(run_dir):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                values = {}
+                for key, text in row.items():
+                    try:
+                        values[key] = float(text)
+                    except (TypeError, ValueError):
+                        continue
+                if "step" in values:
+                    rows.append(values)
+    return rows
+
+
+def step_series(rows: list[dict[str, float]], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric over the run; a later row of the same step wins."""
+    by_step = {int(r["step"]): r[key] for r in rows if key in r}
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+
+def step_loss_keys(rows: list[dict[str, float]]) -> list[str]:
+    """The training losses logged per step (``train_*loss*_step``), else the epoch-level ones."""
+    keys = {k for r in rows for k in r}
+    losses = sorted(k for k in keys if k.startswith("train_") and "loss" in k)
+    per_step = [k for k in losses if k.endswith("_step")]
+    return per_step or [k for k in losses if k.endswith("_epoch")]
 
 
 def series(metrics: dict[int, dict[str, float]], key: str) -> tuple[list[int], list[float]]:

@@ -1,8 +1,10 @@
 """PNG figures next to the comparison tables (matplotlib, Agg backend: no display needed).
 
-- ``accuracy_curves``: online linear top-1 (val_acc1) and online kNN top-1 (val_knn_acc1) per
-  epoch of every run, from the runs' CSV logs;
-- ``loss_curves``: the epoch-level training losses of every run;
+- ``training_curves``: per-step training losses, online linear top-1 and solo's online kNN
+  (a bank of augmented training crops) from the runs' CSV logs, mean line and seed band per
+  method;
+- ``comparison_figure``: the final offline metrics (un-augmented train/test splits), seed points and
+  mean per method, and the paired differences with their 95% intervals;
 - ``poincare_disk``: 2-D disk maps of test embeddings (``disk_map.fit_disk``), coloured by class
   and marked by coarse class;
 - ``sweep_plot``: a metric against the swept value, one line per config.
@@ -18,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from solo_hyper.evaluation.logs import epoch_metrics, loss_keys, series  # noqa: E402
+from solo_hyper.evaluation.logs import step_loss_keys, step_rows, step_series  # noqa: E402
 
 MARKERS = "os^Dv<>pPX*h"
 
@@ -31,47 +33,151 @@ def _save(fig, path: Path, bottom: float = 0.0) -> Path:
     return path
 
 
-def accuracy_curves(runs: dict[str, Path], path: Path) -> Path | None:
-    """val_acc1 and 100 * val_knn_acc1 against epoch; None when no run has logged either."""
-    logs = {label: epoch_metrics(d) for label, d in runs.items()}
-    panels = [
-        ("val_acc1", "online linear top-1 (%)", 1.0),
-        ("val_knn_acc1", "online kNN top-1 (%)", 100.0),
-    ]
-    if not any(series(m, key)[0] for m in logs.values() for key, _, _ in panels):
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, (key, title, scale) in zip(axes, panels):
-        for label, metrics in logs.items():
-            epochs, values = series(metrics, key)
-            if epochs:
-                ax.plot(
-                    [e + 1 for e in epochs], [scale * v for v in values], marker="o", label=label
-                )
-        ax.set(title=title, xlabel="epoch", ylabel="%")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    return _save(fig, path)
+ONLINE_KNN = "online kNN top-1 (%)\nsolo's bank of augmented training crops"
+OFFLINE_KNN = "offline kNN top-1 (%)\nun-augmented train/test splits"
+# (metric, panel title) of the final offline numbers in the comparison figure
+OFFLINE_METRICS = [
+    ("linear_acc1", "offline linear top-1 (%)\nfrozen backbone"),
+    ("knn_top1", OFFLINE_KNN),
+    ("knn_coarse_top1", "offline kNN coarse top-1 (%)\nun-augmented train/test splits"),
+]
+LOSS_TITLES = {"train_class_loss": "online linear probe loss (train)"}
+# sample-std bands need 2 seeds; with more the band is mean +- one sample std
+BAND = "band: mean ± 1 sample std over seeds"
 
 
-def loss_curves(runs: dict[str, Path], path: Path) -> Path | None:
-    """One panel per training loss (e.g. train_nce_loss_epoch), one line per run."""
-    logs = {label: epoch_metrics(d) for label, d in runs.items()}
-    keys = sorted({k for m in logs.values() for k in loss_keys(m)})
-    if not keys:
-        return None
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8), squeeze=False)
-    for ax, key in zip(axes[0], keys):
-        for label, metrics in logs.items():
-            epochs, values = series(metrics, key)
-            if epochs:
-                ax.plot([e + 1 for e in epochs], values, marker="o", label=label)
-        ax.set(title=key.removesuffix("_epoch"), xlabel="epoch", ylabel="loss")
+def _mean_band(curves: list[tuple[list[int], list[float]]]):
+    """(steps, mean, low, high) over the steps every seed logged; low = high = mean for 1 seed."""
+    common = sorted(set.intersection(*(set(steps) for steps, _ in curves)))
+    by_seed = [dict(zip(steps, values)) for steps, values in curves]
+    mean, low, high = [], [], []
+    for step in common:
+        values = [seed[step] for seed in by_seed]
+        m = sum(values) / len(values)
+        sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+        mean.append(m)
+        low.append(m - sd)
+        high.append(m + sd)
+    return common, mean, low, high
+
+
+def training_curves(
+    groups: dict[str, list[Path]], path: Path, knn_scale: float = 1.0
+) -> tuple[Path, dict[str, list[str]]] | None:
+    """Per-step curves of every logged training loss, the online linear probe and solo's online
+    kNN: one mean line and seed band per method (``groups``: label -> its seeds' run folders).
+    Returns the path and {panel title: [labels of the series drawn]}; None when nothing logged."""
+    logs = {label: [step_rows(d) for d in dirs] for label, dirs in groups.items()}
+    panels = [(k, LOSS_TITLES.get(k.removesuffix("_step").removesuffix("_epoch"),
+                                  k.removesuffix("_step").removesuffix("_epoch").replace("_", " ")), 1.0)
+              for k in sorted({k for runs in logs.values() for r in runs for k in step_loss_keys(r)})]  # fmt: skip
+    panels += [("val_acc1", "online linear top-1 (%)", 1.0), ("val_knn_acc1", ONLINE_KNN, knn_scale)]
+    drawn: dict[str, list[str]] = {}
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.9), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    for ax, (key, title, scale) in zip(axes[0], panels):
+        for i, (label, runs) in enumerate(logs.items()):
+            curves = [step_series(r, key) for r in runs]
+            curves = [(st, [scale * v for v in vals]) for st, vals in curves if st]
+            if not curves:
+                continue
+            steps, mean, low, high = _mean_band(curves)
+            if not steps:
+                continue
+            colour = colours(i % 10)
+            few = len(steps) < 6
+            ax.plot(steps, mean, color=colour, marker="o" if few else None, ms=4,
+                    label=f"{label} ({len(curves)} seed{'s' if len(curves) != 1 else ''})")  # fmt: skip
+            if len(curves) > 1:
+                if few:
+                    ax.errorbar(steps, mean, yerr=[[m - lo for m, lo in zip(mean, low)],
+                                [hi - m for m, hi in zip(mean, high)]], color=colour, ls="",
+                                capsize=3)  # fmt: skip
+                else:
+                    ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0)
+            drawn.setdefault(title, []).append(label)
+        ax.set_title(title, fontsize=9)
+        ax.set(xlabel="optimisation step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    return _save(fig, path)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    if not drawn:
+        plt.close(fig)
+        return None
+    fig.suptitle(f"Training curves per method ({BAND})", fontsize=10)
+    return _save(fig, path), drawn
+
+
+def _short_names(labels: list[str]) -> dict[str, str]:
+    """Labels without the prefix they all share ('fashionmnist-hcl' -> 'hcl')."""
+    if len(labels) < 2:
+        return {x: x for x in labels}
+    prefix = labels[0]
+    for x in labels[1:]:
+        while not x.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = prefix.rfind("-") + 1
+    return {x: x[cut:] or x for x in labels}
+
+
+def comparison_figure(
+    rows: list[dict], pair_rows: list[dict], path: Path
+) -> tuple[Path, dict[str, list[str]]] | None:
+    """The final offline metrics: per method the seed points and their mean (top row); per pair
+    A - B the mean paired difference with its 95% t-interval, hollow and grey where the interval
+    holds 0 (bottom row). Returns the path and {panel title: [series labels]}."""
+    metrics = [(k, t) for k, t in OFFLINE_METRICS if any(r.get(k) is not None for r in rows)]
+    if not metrics:
+        return None
+    methods = list(dict.fromkeys(r["config"] for r in rows))
+    short = _short_names(methods)
+    has_pairs = any(p["key"] in dict(metrics) for p in pair_rows)
+    fig, axes = plt.subplots(2 if has_pairs else 1, len(metrics), squeeze=False,
+                             figsize=(4.3 * len(metrics), 7.4 if has_pairs else 3.9))  # fmt: skip
+    colours = plt.get_cmap("tab10")
+    drawn: dict[str, list[str]] = {}
+    for col, (key, title) in enumerate(metrics):
+        ax = axes[0][col]
+        for i, method in enumerate(methods):
+            values = [float(r[key]) for r in rows if r["config"] == method and r.get(key) is not None]
+            if not values:
+                continue
+            n = len(values)
+            xs = [i + 0.18 * (j - (n - 1) / 2) / max(1, n - 1) for j in range(n)]
+            ax.scatter(xs, values, color=colours(i % 10), s=22, alpha=0.8, zorder=3)
+            m = sum(values) / n
+            ax.plot([i - 0.25, i + 0.25], [m, m], color="black", lw=2, zorder=4)
+            drawn.setdefault(title, []).append(method)
+        ax.set_xticks(range(len(methods)), [short[m] for m in methods], fontsize=8)
+        ax.set_title(title + "\n(dots: seeds, bar: mean)", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+        if not has_pairs:
+            continue
+        ax = axes[1][col]
+        pairs = [p for p in pair_rows if p["key"] == key]
+        for j, p in enumerate(pairs):
+            iv = p["interval"]
+            holds_zero = iv.within_noise is not False
+            colour = "0.55" if holds_zero else "tab:red"
+            if iv.low is not None:
+                ax.errorbar([iv.mean], [j], xerr=[[iv.mean - iv.low], [iv.high - iv.mean]],
+                            color=colour, capsize=4, lw=1.5)  # fmt: skip
+            ax.plot([iv.mean], [j], "o", ms=7, color=colour,
+                    markerfacecolor="white" if holds_zero else colour)  # fmt: skip
+            note = ("needs >= 2 seeds" if iv.within_noise is None
+                    else "holds 0" if iv.within_noise else "excludes 0")  # fmt: skip
+            ax.annotate(note, (iv.mean, j), textcoords="offset points", xytext=(0, 7),
+                        ha="center", fontsize=7, color=colour)  # fmt: skip
+            drawn.setdefault(f"{title} paired", []).append(p["pair"])
+        ax.axvline(0.0, color="black", lw=0.8, ls="--")
+        labels = [" - ".join(short.get(x, x) for x in p["pair"].split(" - ")) for p in pairs]
+        ax.set_yticks(range(len(pairs)), labels, fontsize=8)
+        ax.set_ylim(-0.7, len(pairs) - 0.3)
+        ax.set_title("A - B, mean paired difference\nwith 95% t-interval (hollow: holds 0)", fontsize=9)
+        ax.set(xlabel="percentage points")
+        ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path), drawn
 
 
 def poincare_disk(

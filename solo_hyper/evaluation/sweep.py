@@ -11,7 +11,8 @@ Presets (key and default values):
 - ``batch_size``: optimizer.batch_size 16 / 64 / 128 (EBCLR against SimCLR: pass both configs);
 - ``temperature``: method_kwargs.temperature.
 Every (config, value) cell is validated before the first one trains; finished cells are reused.
-Writes ``DIR/sweep-<key>.md``, ``.csv`` and ``.png`` (linear and kNN top-1 against the value).
+Writes ``DIR/sweep-<key>.md``, ``.csv`` and ``.png`` (offline linear and kNN top-1 against the
+value) and ``DIR/curves.png`` (the per-step training curves of every cell).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from solo_hyper.evaluation.compare import (
     train_or_reuse,
     write_tables,
 )
-from solo_hyper.evaluation.plots import sweep_plot
+from solo_hyper.evaluation.plots import sweep_plot, training_curves
 from solo_hyper.run.train import prepare
+from solo_hyper.solo import adapter
 
 PRESETS: dict[str, tuple[str, list[Any]]] = {
     "curvature": ("method_kwargs.curvature", [round(0.1 * i, 1) for i in range(1, 11)]),
@@ -107,7 +109,9 @@ def sweep(
     stem = f"sweep-{key.split('.')[-1]}"
     write_tables(rows, out, stem, COLUMNS)
     sweep_plot(
-        rows, key, [("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"),
-                    ("knn_coarse_top1", "kNN coarse top-1")], out / f"{stem}.png",
+        rows, key, [("linear_acc1", "offline linear top-1"), ("knn_top1", "offline kNN top-1"),
+                    ("knn_coarse_top1", "offline kNN coarse top-1")], out / f"{stem}.png",
     )  # fmt: skip
+    groups = {f"{r['config']} {key.split('.')[-1]}={r['value']}": [Path(r["run_dir"])] for r in rows}
+    training_curves(groups, out / "curves.png", 1.0 if adapter.KNN_PERCENT else 100.0)
     return rows

@@ -1,12 +1,15 @@
 """The losses as small ``nn.Module``s, for plain PyTorch (or lightly) training loops.
 
-    space = PoincareBall(0.1)
+    space = make_space("poincare", 0.1)
     head = SpaceProjector(mlp_projector(512, 2048, 128), space)
-    criterion = InfoNCELoss(temperature=0.2, space=space)
+    criterion = HyperbolicInfoNCELoss(temperature=0.2, space=space)   # the head's space, once
     loss = criterion(torch.cat([head(f1), head(f2)]))          # ids: the two views pair up
 
-Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Torch
-only, no solo-learn or Lightning.
+Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Points
+that do not lie in the loss's space (a Lorentz (N, D+1) point given to the Poincare loss, a
+ball of another curvature, a wrong shape) are a ValueError naming the fix, not a finite loss
+of the wrong geometry (``check_points=False`` skips the check, one norm per row). Torch only,
+no solo-learn or Lightning.
 """
 
 from __future__ import annotations
@@ -21,23 +24,67 @@ from solo_hyper.losses.contrastive import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
 from solo_hyper.losses.infonce import check_chunk_size
 
-__all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss"]
+__all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss", "check_points"]
+
+
+_HINT = "map them with the space's expmap0 (heads.SpaceProjector) and give the loss that space"
+
+
+@torch.no_grad()
+def check_points(space: Manifold, z: Tensor, name: str = "z") -> None:
+    """ValueError unless ``z`` is (N, P) points of ``space``: inside the Poincare ball of its
+    curvature (norm < 1/sqrt c), on the hyperboloid (<x, x>_L = -1/c, time first)."""
+    if not isinstance(z, Tensor) or z.dim() != 2:
+        shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
+        raise ValueError(f"{name} must be a (N, P) tensor of points, got {shape}")
+    if z.shape[0] == 0 or space.name not in ("poincare", "lorentz"):
+        return
+    c = float(space.curvature)
+    x = z.detach().double()
+    if space.name == "poincare":
+        radius = c**-0.5
+        largest = float(x.norm(dim=1).max())
+        if not largest < radius * (1 + 1e-6):
+            raise ValueError(
+                f"{name} is not in the Poincare ball of curvature -{c:.4g}: a point of norm "
+                f"{largest:.4g} >= its radius 1/sqrt(c) = {radius:.4g} (Lorentz points (N, D+1), "
+                f"or a ball of another curvature?); {_HINT}"
+            )
+        return
+    inner = x[:, 1:].pow(2).sum(dim=1) - x[:, 0].pow(2)
+    scale = x.pow(2).sum(dim=1) + 1 / c
+    off = float(((inner + 1 / c).abs() / scale).max())
+    if not off < 1e-3 or not bool((x[:, 0] > 0).all()):
+        raise ValueError(
+            f"{name} is not on the hyperboloid of curvature -{c:.4g} (time coordinate first, "
+            f"<x, x>_L = -1/c = {-1 / c:.4g}; Poincare points (N, D), or another curvature?); "
+            f"{_HINT}"
+        )
 
 
 class _SpaceLoss(nn.Module):
-    """What every loss module holds: a checked temperature, its space (default the sphere) and
-    the chunk size of the blockwise path."""
+    """What every loss module holds: a checked temperature, its space (default the sphere), the
+    chunk size of the blockwise path and whether inputs are checked to lie in the space."""
 
     def __init__(
-        self, temperature: float, space: Manifold | None, chunk_size: int | str | None
-    ) -> None:
+        self, temperature: float, space: Manifold | None, chunk_size: int | str | None,
+        check: bool = True,
+    ) -> None:  # fmt: skip
         super().__init__()
         if isinstance(temperature, bool) or not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        if space is not None and not isinstance(space, Manifold):
+            raise ValueError(f"space must be a solo_hyper.geometry space (make_space), got {space!r}")
         check_chunk_size(chunk_size)
         self.temperature = temperature
         self.space = space if space is not None else Sphere()
         self.chunk_size = chunk_size
+        self.check = bool(check)
+
+    def check_inputs(self, **points: Tensor) -> None:
+        if self.check:
+            for name, z in points.items():
+                check_points(self.space, z, name)
 
 
 class InfoNCELoss(_SpaceLoss):
@@ -54,10 +101,12 @@ class InfoNCELoss(_SpaceLoss):
         temperature: float = 0.2,
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
+        check_points: bool = True,
     ) -> None:
-        super().__init__(temperature, space, chunk_size)
+        super().__init__(temperature, space, chunk_size, check_points)
 
     def forward(self, z: Tensor, targets: Tensor | None = None) -> Tensor:
+        self.check_inputs(z=z)
         if targets is None:
             if z.shape[0] % 2:
                 raise ValueError(f"without targets z must stack two views (even rows), got {z.shape[0]}")
@@ -70,19 +119,31 @@ class InfoNCELoss(_SpaceLoss):
 class HyperbolicInfoNCELoss(InfoNCELoss):
     """HCL's loss (Eq. 6 / Eq. 8): InfoNCE with -d(z_i, z_j)/temperature on the Poincare ball
     (``geometry="lorentz"``: the hyperboloid) of curvature -c; z are points of that space (e.g.
-    from ``heads.SpaceProjector``)."""
+    from ``heads.SpaceProjector``). Pass the head's ``space`` (one curvature for both, a learnt
+    one included), or ``curvature``/``geometry`` to build one (default: Poincare, c = 0.1)."""
 
     def __init__(
         self,
         temperature: float = 0.2,
-        curvature: float = 0.1,
-        geometry: str = "poincare",
+        curvature: float | None = None,
+        geometry: str | None = None,
         learnable_curvature: bool = False,
         chunk_size: int | str | None = None,
+        space: Manifold | None = None,
+        check_points: bool = True,
     ) -> None:
-        super().__init__(
-            temperature, make_space(geometry, curvature, learnable_curvature), chunk_size
-        )
+        if space is not None:
+            if curvature is not None or geometry is not None or learnable_curvature:
+                raise ValueError(
+                    "give the loss the head's space, or curvature/geometry to build one, not "
+                    f"both (space={space!r}, curvature={curvature!r}, geometry={geometry!r})"
+                )
+            if not getattr(space, "curved", False):
+                raise ValueError(f"HyperbolicInfoNCELoss needs a hyperbolic space, got {space!r}")
+        else:
+            c = 0.1 if curvature is None else curvature
+            space = make_space(geometry or "poincare", c, learnable_curvature)
+        super().__init__(temperature, space, chunk_size, check_points)
 
 
 class EBCLRLoss(_SpaceLoss):
@@ -99,8 +160,9 @@ class EBCLRLoss(_SpaceLoss):
         lambda2: float = 0.1,
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
+        check_points: bool = True,
     ) -> None:
-        super().__init__(temperature, space, chunk_size)
+        super().__init__(temperature, space, chunk_size, check_points)
         if lambda1 < 0 or lambda2 < 0:
             raise ValueError(f"lambda1 and lambda2 must be >= 0, got {lambda1}, {lambda2}")
         self.lambda1, self.lambda2 = lambda1, lambda2
@@ -108,6 +170,7 @@ class EBCLRLoss(_SpaceLoss):
     def forward(
         self, z1: Tensor, z2: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
+        self.check_inputs(z1=z1, z2=z2, z_sgld=z_sgld)
         return ebclr_loss(
             z1, z2, z_sgld, self.temperature, self.lambda1, self.lambda2, self.space,
             regularised=regularised, chunk_size=self.chunk_size,

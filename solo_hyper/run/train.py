@@ -148,6 +148,8 @@ def trainer_kwargs(cfg: dict) -> dict:
         kwargs["precision"] = adapter.trainer_precision(kwargs["precision"])
     if kwargs.get("strategy") is None:
         kwargs.pop("strategy", None)
+    else:
+        kwargs["strategy"] = adapter.trainer_strategy(kwargs["strategy"])
     return kwargs
 
 

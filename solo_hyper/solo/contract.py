@@ -43,6 +43,10 @@ class Adapter(Protocol):
     def trainer_precision(self, precision: Any) -> Any:
         """A precision spelling in the installed Lightning's terms."""
 
+    def trainer_strategy(self, strategy: Any) -> Any:
+        """A strategy name in the installed Lightning's terms; DDP without the per-step search
+        for unused parameters (no method here leaves one unused)."""
+
     def build_method(
         self, cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]
     ) -> Any:

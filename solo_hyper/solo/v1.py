@@ -184,12 +184,26 @@ def _parser_actions(cls: type) -> list[argparse.Action]:
 
 
 def launch_hooks() -> contextlib.AbstractContextManager[None]:
-    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook."""
+    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook (and no
+    summary to print)."""
     return contextlib.nullcontext()
 
 
 def trainer_arg_names() -> set[str]:
     return common.init_arg_names(pl.Trainer)
+
+
+# Lightning 1.9's DDP strategies search for unused parameters after every backward unless told
+# not to (Lightning 2's default); benchmarks/ddp_unused.py measures what the search costs
+NO_UNUSED_SEARCH = {
+    name: f"{name}_find_unused_parameters_false"
+    for name in ("ddp", "ddp_spawn", "ddp_fork", "ddp_notebook")
+}
+
+
+def trainer_strategy(strategy: Any) -> Any:
+    """'ddp' (and its spawn/fork forms) without the unused-parameter search, as Lightning 2."""
+    return NO_UNUSED_SEARCH.get(strategy, strategy) if isinstance(strategy, str) else strategy
 
 
 def trainer_precision(precision: Any) -> Any:

@@ -1,0 +1,169 @@
+"""A new user's first hour with the commands: quiet stderr, one-line errors for badly typed
+values, instant silent help, evaluation outputs kept, and the comparison figures.
+
+The commands run as a user runs them (``python -m solo_hyper ...`` in a subprocess), on a tiny
+budget of real Fashion-MNIST.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from solo_hyper.cli.main import build_parser, main
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ["configs/pretrain/fashionmnist/simclr.yaml", "configs/pretrain/fashionmnist/hcl.yaml"]
+TINY = [
+    "limit_train_batches=3", "limit_val_batches=1", "data.train_subset=192", "data.val_subset=96",
+    "optimizer.batch_size=32", "backbone.kwargs.width=8", "method_kwargs.proj_hidden_dim=32",
+    "method_kwargs.proj_output_dim=16", "log_every_n_steps=1",
+]  # fmt: skip
+# what a third-party warning, a traceback or a Lightning banner looks like on stderr
+NOISE = re.compile(
+    r"Warning:|Traceback|site-packages|GPU available|TPU available|Global seed set|"
+    r"exists and is not empty|`Trainer"
+)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "solo_hyper", *args], capture_output=True, text=True,
+        cwd=ROOT, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> dict:
+    """pretrain, knn, linear of one tiny run; compare of two configs over two seeds."""
+    from solo_hyper.data import locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
+    tmp = tmp_path_factory.mktemp("first-hour")
+    run = tmp / "runs" / "hcl-fashionmnist"
+    procs = {
+        "pretrain": cli("pretrain", "--config", CONFIGS[1], "max_epochs=1",
+                        f"checkpoint.dir={tmp / 'runs'}", *TINY),  # fmt: skip
+    }
+    procs["knn"] = cli("knn", "--checkpoint", str(run), "--k", "5", "10", "--delta-points", "50")
+    procs["linear"] = cli("linear", "--checkpoint", str(run), "max_epochs=1")
+    procs["compare"] = cli(
+        "compare", "--configs", *CONFIGS, "--seeds", "0", "1", "--epochs", "1",
+        "--out", str(tmp / "compare"), "--linear-epochs", "1", "--set", *TINY,
+    )  # fmt: skip
+    return {"procs": procs, "run": run, "compare": tmp / "compare"}
+
+
+@pytest.mark.parametrize("command", ["pretrain", "knn", "linear", "compare"])
+def test_commands_keep_stderr_free_of_third_party_noise(session, command):
+    proc = session["procs"][command]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stderr.replace("\r", "\n").splitlines()
+    noisy = [line for line in lines if NOISE.search(line)]
+    assert noisy == [], noisy[:5]
+    assert "%|" not in proc.stdout  # progress bars go to stderr, results to stdout
+
+
+def test_summaries_round_their_numbers(session):
+    pretrain = session["procs"]["pretrain"].stdout.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"hcl: online linear top-1 \d+\.\d\d%, online kNN top-1 \d+\.\d\d% \(bank of augmented "
+        r"training crops\), 1 epoch, \d+\.\d s -> .*hcl-fashionmnist", pretrain
+    ), pretrain  # fmt: skip
+    linear = session["procs"]["linear"].stdout.strip().splitlines()[-1]
+    assert re.search(r"linear top-1 \d+\.\d\d% \(\w+ features, 1 epoch\)", linear), linear
+
+
+def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
+    run = session["run"]
+    assert "[knn] scoring k=[5, 10]" in session["procs"]["knn"].stderr
+    first = json.loads((run / "knn.json").read_text())
+    assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    (kept,) = run.glob("knn-*.json")
+    assert f"knn.json: the earlier result is kept as {kept.name}" in err
+    assert json.loads(kept.read_text()) == first
+    assert {r["k"] for r in json.loads((run / "knn.json").read_text())["knn"]} == {3}
+
+
+def test_compare_draws_a_band_per_method_and_the_paired_intervals(session):
+    out = session["compare"]
+    for name in ("curves.png", "comparison.png", "disk.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, name
+    figures = json.loads((out / "figures.json").read_text())
+    methods = ["fashionmnist-simclr", "fashionmnist-hcl"]
+    curves = figures["curves.png"]["panels"]
+    online_knn = [t for t in curves if t.startswith("online kNN")]
+    assert len(online_knn) == 1 and "augmented training crops" in online_knn[0]
+    assert any("loss" in t for t in curves) and "online linear top-1 (%)" in curves
+    for title, series in curves.items():
+        assert series == methods, title  # one mean line + seed band per method
+    comparison = figures["comparison.png"]["panels"]
+    points = {t: s for t, s in comparison.items() if not t.endswith("paired")}
+    paired = {t: s for t, s in comparison.items() if t.endswith("paired")}
+    assert len(points) == 3 and all(s == methods for s in points.values())
+    assert all("offline" in t for t in points)
+    assert len(paired) == 3 and all(s == ["fashionmnist-hcl - fashionmnist-simclr"]
+                                    for s in paired.values())  # fmt: skip
+
+
+BAD_VALUES = [
+    ("optimizer.lr=abc", "optimizer.lr must be a number, got 'abc'"),
+    ("optimizer.weight_decay=abc", "optimizer.weight_decay must be a number, got 'abc'"),
+    ("max_epochs=abc", "max_epochs must be a number, got 'abc'"),
+    ("method_kwargs.temperature=abc", "method_kwargs.temperature must be a number, got 'abc'"),
+    ("method_kwargs.normalize=maybe", "method_kwargs.normalize must be true or false, got 'maybe'"),
+    ("data.num_workers=four", "data.num_workers must be a number, got 'four'"),
+    ("--weight_decay abc", "optimizer.weight_decay must be a number, got 'abc'"),  # 1.0.2 flag
+]
+
+
+@pytest.mark.parametrize(("value", "message"), BAD_VALUES, ids=[v for v, _ in BAD_VALUES])
+def test_badly_typed_value_is_one_error_line(value, message, capsys):
+    assert main(["pretrain", "--config", CONFIGS[1], *value.split()]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"solo-hyper: error: {message}"]
+
+
+def test_every_subcommand_helps_at_once_and_silently():
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
+    for command in sub.choices:
+        start = time.perf_counter()
+        proc = cli(command, "--help")
+        took = time.perf_counter() - start
+        assert proc.returncode == 0 and proc.stderr == "", (command, proc.stderr[:500])
+        assert "--verbose" in proc.stdout and took < 3.0, (command, took)
+
+
+def test_a_hydra_yaml_given_to_pretrain_names_run_solo(capsys):
+    assert main(["pretrain", "--config", "configs/solo-main/custom/hcl.yaml"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is a Hydra config for solo-learn main's own launchers" in line
+    assert "run-solo PATH/TO/solo-learn/main_pretrain.py --config-path configs/solo-main/custom " \
+           "--config-name hcl.yaml" in line  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "zero"),
+    [({}, True), ({"LOCAL_RANK": "1"}, False), ({"RANK": "3"}, False), ({"NODE_RANK": "1"}, False),
+     ({"RANK": "0", "LOCAL_RANK": "0"}, True)],
+)  # fmt: skip
+def test_only_rank_zero_prints_the_closing_summary(env, zero, monkeypatch):
+    from solo_hyper.cli.main import rank_zero
+
+    for key in ("RANK", "LOCAL_RANK", "NODE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert rank_zero() is zero
