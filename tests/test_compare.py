@@ -21,11 +21,12 @@ TINY = [
     "method_kwargs.proj_hidden_dim=32", "method_kwargs.proj_output_dim=16",
 ]  # fmt: skip
 PNG = b"\x89PNG\r\n\x1a\n"
+TINY_LINEAR = "tests/linear-tiny.yaml"  # the logistic probe and kNN on evaluation subsets
 
 
 def compare_args(out: Path) -> list[str]:
     return ["compare", "--configs", *CONFIGS, "--epochs", "1", "--out", str(out), "--quiet",
-            "--linear-epochs", "2", "--set", *TINY]  # fmt: skip
+            "--linear-config", TINY_LINEAR, "--set", *TINY]  # fmt: skip
 
 
 def read_table(out: Path) -> tuple[list[str], list[list[str]]]:
@@ -70,7 +71,7 @@ def test_figures_are_written(compared):
     disk = json.loads((compared / "fashionmnist-hcl" / "eval.json").read_text())["disk"]
     assert "Poincare" in disk["source"] and disk["stress"] < 1
     assert all(x * x + y * y < 1 for x, y in disk["points"])
-    assert len(disk["points"]) == len(disk["targets"]) == len(disk["coarse"]) == 200
+    assert len(disk["points"]) == len(disk["targets"]) == len(disk["coarse"]) == 256  # the evaluation subset of tests/linear-tiny.yaml
     simclr = json.loads((compared / "fashionmnist-simclr" / "eval.json").read_text())["disk"]
     assert "chordal" in simclr["source"]
 
@@ -97,7 +98,7 @@ def test_second_compare_reuses_runs_and_reads_a_robust_evaluation(compared):
 def test_sweep_curvature_trains_each_value(tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["sweep", "curvature", "--config", CONFIGS[1], "--values", "0.2", "1.0",
-            "--epochs", "1", "--out", str(out), "--quiet", "--linear-epochs", "1", "--set", *TINY]  # fmt: skip
+            "--epochs", "1", "--out", str(out), "--quiet", "--linear-config", TINY_LINEAR, "--set", *TINY]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
     assert (out / "sweep-curvature.png").read_bytes().startswith(PNG)
     records = list(csv.DictReader(open(out / "sweep-curvature.csv")))
@@ -143,6 +144,9 @@ def test_compare_rejects_a_bad_linear_budget_before_training(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-epochs", "0"]) == 2
     assert "--linear-epochs must be an integer >= 1" in capsys.readouterr().err
+    # epochs mean nothing to the default (converged) probe: said before any training
+    assert main(["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-epochs", "3"]) == 2
+    assert "apply to the sgd protocol only" in capsys.readouterr().err
     bad = ["compare", "--configs", *CONFIGS, "--out", str(out), "--linear-config", str(tmp_path)]
     assert main(bad) == 2
     assert not out.exists() or not any(out.iterdir())
@@ -154,7 +158,7 @@ RATES = ("linear_acc1", "online_linear_acc1", "knn_top1", "knn_coarse_top1", "re
 
 def seeded_args(out: Path, configs=SEEDED, seeds=("0", "1")) -> list[str]:
     return ["compare", "--configs", *configs, "--seeds", *seeds, "--epochs", "1", "--out",
-            str(out), "--quiet", "--no-plots", "--linear-epochs", "2", "--set", *TINY]  # fmt: skip
+            str(out), "--quiet", "--no-plots", "--linear-config", TINY_LINEAR, "--set", *TINY]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

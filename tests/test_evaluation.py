@@ -36,7 +36,8 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_knn_command_grid_and_hierarchy_metrics(run_dir, capsys):
-    code = main(["knn", "--checkpoint", str(run_dir), "--k", "5", "20", "--delta-points", "100"])
+    code = main(["knn", "--checkpoint", str(run_dir), "--k", "5", "20", "--delta-points", "100",
+                 "--train-subset", "256", "--val-subset", "200"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     result = json.loads((run_dir / "knn.json").read_text())
     assert (run_dir / "knn.md").is_file()
@@ -64,11 +65,27 @@ def test_knn_command_grid_and_hierarchy_metrics(run_dir, capsys):
         assert norm is None or norm == pytest.approx(radius, rel=1e-4)
 
 
-def test_linear_command_precomputed_learns_above_chance(run_dir, capsys):
-    code = main(["linear", "--checkpoint", str(run_dir), "--quiet", "optimizer.lr=0.1",
-                 "max_epochs=40", "scheduler.name=none", "optimizer.batch_size=64"])  # fmt: skip
+def test_linear_command_default_is_the_converged_logistic_probe(run_dir, capsys):
+    code = main(["linear", "--checkpoint", str(run_dir), "--quiet", "data.train_subset=1000",
+                 "data.val_subset=300"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     result = json.loads((run_dir / "linear.json").read_text())
+    assert result["linear_protocol"] == "logistic" and result["linear_converged"] is True
+    assert result["linear_c"] in (0.01, 0.1, 1.0, 10.0, 100.0)  # configs/linear/fashionmnist.yaml's grid
+    assert set(result["linear_holdout_acc1"]) == {"0.01", "0.1", "1.0", "10.0", "100.0"}
+    assert result["linear_train_images"] == 1000 and result["linear_test_images"] == 300
+    assert result["linear_acc1"] > 30.0  # 10 classes: chance is 10%
+    assert "logistic" in (run_dir / "linear.md").read_text()
+
+
+def test_linear_command_sgd_precomputed_learns_above_chance(run_dir, capsys):
+    code = main(["linear", "--checkpoint", str(run_dir), "--quiet", "protocol=sgd",
+                 "features=precomputed", "optimizer.lr=0.1", "max_epochs=40",
+                 "scheduler.name=none", "optimizer.batch_size=64", "data.train_subset=256",
+                 "data.val_subset=200"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    result = json.loads((run_dir / "linear.json").read_text())
+    assert result["linear_protocol"] == "sgd"
     assert result["linear_features"] == "precomputed" and result["linear_epochs"] == 40
     assert result["linear_train_images"] == 256 and result["linear_test_images"] == 200
     assert result["linear_acc1"] > 30.0  # 10 classes: chance is 10%
@@ -77,7 +94,8 @@ def test_linear_command_precomputed_learns_above_chance(run_dir, capsys):
 
 
 def test_linear_command_augmented_views(run_dir, capsys):
-    code = main(["linear", "--checkpoint", str(run_dir), "--quiet", "features=augmented",
+    code = main(["linear", "--checkpoint", str(run_dir), "--quiet", "protocol=sgd",
+                 "features=augmented",
                  "max_epochs=1", "data.train_subset=64", "data.val_subset=50"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     result = json.loads((run_dir / "linear.json").read_text())
@@ -102,6 +120,14 @@ def test_bad_linear_config_fails_before_any_work(run_dir, capsys, tmp_path):
 
 
 def test_linear_config_checks_and_budget_scaling():
+    with pytest.raises(ConfigError, match="protocol must be one of .*did you mean 'logistic'"):
+        load_linear_config(None, ["protocol=logistc"])
+    with pytest.raises(ConfigError, match="logistic.c_grid"):
+        load_linear_config(None, ["logistic.c_grid=[0]"])
+    with pytest.raises(ConfigError, match="logistic.holdout"):
+        load_linear_config(None, ["logistic.holdout=1.5"])
+    with pytest.raises(ConfigError, match="sgd protocol only"):
+        with_epochs(load_linear_config(None), 10)
     with pytest.raises(ConfigError, match="features must be one of"):
         load_linear_config(None, ["features=cached"])
     with pytest.raises(ConfigError, match="lr_decay_steps"):

@@ -55,11 +55,13 @@ def session(tmp_path_factory) -> dict:
         "pretrain": cli("pretrain", "--config", CONFIGS[1], "max_epochs=1",
                         f"checkpoint.dir={tmp / 'runs'}", *TINY),  # fmt: skip
     }
-    procs["knn"] = cli("knn", "--checkpoint", str(run), "--k", "5", "10", "--delta-points", "50")
-    procs["linear"] = cli("linear", "--checkpoint", str(run), "max_epochs=1")
+    procs["knn"] = cli("knn", "--checkpoint", str(run), "--k", "5", "10", "--delta-points", "50",
+                       "--train-subset", "512", "--val-subset", "256")  # fmt: skip
+    procs["linear"] = cli("linear", "--checkpoint", str(run), "data.train_subset=512",
+                          "data.val_subset=256")  # fmt: skip
     procs["compare"] = cli(
         "compare", "--configs", *CONFIGS, "--seeds", "0", "1", "--epochs", "1",
-        "--out", str(tmp / "compare"), "--linear-epochs", "1", "--set", *TINY,
+        "--out", str(tmp / "compare"), "--linear-config", "tests/linear-tiny.yaml", "--set", *TINY,
     )  # fmt: skip
     return {"procs": procs, "run": run, "compare": tmp / "compare"}
 
@@ -81,14 +83,17 @@ def test_summaries_round_their_numbers(session):
         r"training crops\), 1 epoch, \d+\.\d s -> .*hcl-fashionmnist", pretrain
     ), pretrain  # fmt: skip
     linear = session["procs"]["linear"].stdout.strip().splitlines()[-1]
-    assert re.search(r"linear top-1 \d+\.\d\d% \(\w+ features, 1 epoch\)", linear), linear
+    assert re.search(
+        r"linear top-1 \d+\.\d\d% \(logistic regression, C [\d.]+, \d+ iterations\)", linear
+    ), linear  # fmt: skip
 
 
 def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
     run = session["run"]
     assert "[knn] scoring k=[5, 10]" in session["procs"]["knn"].stderr
     first = json.loads((run / "knn.json").read_text())
-    assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet"]) == 0
+    assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet",
+                 "--train-subset", "512", "--val-subset", "256"]) == 0  # fmt: skip
     err = capsys.readouterr().err
     (kept,) = run.glob("knn-*.json")
     assert f"knn.json: the earlier result is kept as {kept.name}" in err

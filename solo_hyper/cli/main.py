@@ -66,9 +66,12 @@ def _linear(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.linear import linear_eval
 
     r = linear_eval(args.checkpoint, args.config, args.overrides, args.device, args.quiet)
-    print(f"{r['run']}: linear top-1 {_pct(r['linear_acc1'])} ({r['linear_features']} features, "
-          f"{_plural(r['linear_epochs'], 'epoch')}) -> linear.json, linear.md next to "
-          f"{r['checkpoint']}")  # fmt: skip
+    if r["linear_protocol"] == "logistic":
+        how = f"logistic regression, C {r['linear_c']:g}, {r['linear_iterations']} iterations"
+    else:
+        how = f"SGD on {r['linear_features']} features, {_plural(r['linear_epochs'], 'epoch')}"
+    print(f"{r['run']}: linear top-1 {_pct(r['linear_acc1'])} ({how}) -> linear.json, linear.md "
+          f"next to {r['checkpoint']}")  # fmt: skip
 
 
 def _knn(args: argparse.Namespace) -> None:
@@ -145,7 +148,8 @@ def _bench(args: argparse.Namespace) -> None:
 def _evaluation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--linear-epochs", type=int, default=None,
-        help="epochs of the offline linear probe (default: the linear config's)",
+        help="epochs of the offline linear probe when its config says protocol: sgd (the "
+        "default logistic probe runs to convergence)",
     )  # fmt: skip
     p.add_argument(
         "--linear-config", default=None,

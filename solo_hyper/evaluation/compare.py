@@ -57,8 +57,8 @@ SUMMARY_HEAD = [("config", "config"), ("method", "method"), ("seeds", "seeds")]
 SUMMARY_COLUMNS = [c for c in COLUMNS if c[0] not in ("method", "name", "seed")]
 # what each column means, printed under a table for the columns it shows
 COLUMN_NOTES = {
-    "linear_acc1": "linear top-1: offline linear probe (solo-learn's LinearModel) on the frozen "
-    "backbone",
+    "linear_acc1": "linear top-1: offline linear probe on the frozen backbone, trained on the "
+    "dataset's full training split and scored on its full test split ({linear_protocol})",
     "online_linear_acc1": "online linear top-1: solo-learn's online probe during pretraining",
     "knn_top1": "kNN: offline, on the un-augmented train/test splits, backbone features, cosine, "
     "k=20, T=0.07 (solo's online kNN of the training curves votes with a bank of augmented "
@@ -73,10 +73,24 @@ COLUMN_NOTES = {
 }
 
 
+LINEAR_PROTOCOLS = {
+    "logistic": "logistic: multinomial logistic regression solved to convergence, C chosen on a "
+    "held-out part of the training split",
+    "sgd": "sgd: solo-learn's LinearModel trained by SGD for the linear config's epochs",
+}
+
+
+def linear_protocol_note(rows: list[dict]) -> str:
+    """Which probe produced the linear column (every protocol that appears in the rows)."""
+    used = sorted({r["linear_protocol"] for r in rows if r.get("linear_protocol")})
+    return "; ".join(LINEAR_PROTOCOLS[p] for p in used) or "protocol in results.csv"
+
+
 def notes(rows: list[dict], columns=COLUMNS) -> str:
     """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones)."""
     shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
-    return "; ".join(text for key, text in COLUMN_NOTES.items() if key in shown) + "."
+    texts = [text for key, text in COLUMN_NOTES.items() if key in shown]
+    return "; ".join(texts).replace("{linear_protocol}", linear_protocol_note(rows)) + "."
 
 
 def run_name(config_path: str) -> str:
@@ -240,6 +254,8 @@ def markdown_table(rows: list[dict], columns=COLUMNS) -> str:
 
 def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
     keys = [k for k, _ in columns]
+    keys += [k for k in ("linear_protocol", "linear_c", "linear_train_images", "linear_test_images")
+             if any(k in r for r in rows)]  # fmt: skip
     if any("robust_protocol" in r for r in rows):
         keys.append("robust_protocol")
     return keys

@@ -36,9 +36,16 @@ def evaluation_view(model, cfg: dict) -> DeviceAugmentation:
     return DeviceAugmentation(cfg["augmentations"], cfg["data"]["mean"], cfg["data"]["std"])
 
 
+SUBSET_KEYS = ("train_subset", "val_subset")
+
+
 def run_data_config(cfg: dict, overrides: dict | None = None) -> dict:
-    """The run's data section with evaluation overrides (e.g. train_subset) applied."""
+    """The run's data section for evaluation: the dataset's full labelled splits whatever
+    ``train_subset`` / ``val_subset`` the run was pretrained with (a pretraining budget must not
+    move the evaluation sets), then the evaluation's own overrides (an explicit subset included).
+    """
     data = copy.deepcopy(cfg["data"])
+    data.update(dict.fromkeys(SUBSET_KEYS))
     data.update(overrides or {})
     return data
 
@@ -46,11 +53,7 @@ def run_data_config(cfg: dict, overrides: dict | None = None) -> dict:
 def evaluation_loaders(
     cfg: dict, data_overrides: dict | None = None, batch_size: int = 512
 ) -> tuple[DataLoader, DataLoader, int]:
-    """Un-shuffled loaders over the whole (subset of the) training and test splits.
-
-    The subsets are drawn with the run's seed, so ``train_subset`` selects the very images the
-    run was pretrained on.
-    """
+    """Un-shuffled loaders over the dataset's training and test splits (``run_data_config``)."""
     data = run_data_config(cfg, data_overrides)
     train, val, num_classes = build_datasets(data, int(cfg["seed"]))
     loaders = []

@@ -1,22 +1,27 @@
-"""Offline linear evaluation: solo-learn's LinearModel on the frozen backbone of a pretrained run.
+"""Offline linear evaluation of the frozen backbone of a pretrained run.
 
 ``python -m solo_hyper linear --checkpoint RUN [--config configs/linear/<dataset>.yaml] [k=v ...]``
 
 The config (``LINEAR_DEFAULTS`` < YAML < overrides) is checked completely before any work. Two
-ways to feed the head (``features``):
-- ``augmented``: every training step crops and flips the images (random resized crop +
-  horizontal flip, solo-learn's linear-evaluation augmentation) and runs them through the frozen
-  backbone; the test images get the evaluation view (resize + centre crop);
-- ``precomputed``: the un-augmented training and test images go through the backbone once and
-  the head trains on those features (the same LinearModel, its backbone then being the
-  identity): exact for the un-augmented protocol and fast on a CPU.
-Writes ``linear.json`` and ``linear.md`` (and the head's CSV logs under ``linear_logs/``) next
-to the run's checkpoints.
+protocols (``protocol``):
+- ``logistic`` (the default): multinomial logistic regression on the frozen features of the
+  un-augmented images, standardised with the training statistics, its L2 strength chosen on a
+  held-out part of the training split from ``logistic.c_grid`` and refit on the whole split,
+  solved to convergence (``metrics/logistic.py``): a measurement, seconds on a CPU;
+- ``sgd``: solo-learn's LinearModel trained with SGD (or Adam) for ``max_epochs``, the papers'
+  protocol, fed by ``features``: ``augmented`` (every step crops and flips the images, solo's
+  linear-evaluation augmentation, and runs them through the frozen backbone; the test images get
+  the evaluation view) or ``precomputed`` (the un-augmented images through the backbone once).
+Both train on the dataset's full training split and score its full test split, whatever subset
+the run was pretrained on (``data`` overrides them explicitly). Writes ``linear.json`` and
+``linear.md`` (and, for ``sgd``, the head's CSV logs under ``linear_logs/``) next to the run's
+checkpoints.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ from solo_hyper.evaluation.features import (
 )
 from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import Progress
+from solo_hyper.metrics import logistic
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.run.identity import write_json_atomic, write_text_atomic
@@ -52,14 +58,23 @@ from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "linear"
+PROTOCOLS = ("logistic", "sgd")
 FEATURES = ("augmented", "precomputed")
 OPTIMIZERS = ("sgd", "adam")  # what solo-learn 1.0.2's LinearModel accepts
 SCHEDULERS = ("step", "cosine", "warmup_cosine", "none")
 
-# The paper's protocol (as given for this plugin; section 4.2 of HCL): 100 epochs of SGD
-# (momentum 0.9), lr 10.0 divided by 10 at epochs 60 and 80, no weight decay, batch 512, on
-# random-resized-crop + flip views of the training images.
 LINEAR_DEFAULTS: dict[str, Any] = {
+    "protocol": "logistic",
+    # protocol logistic: the converged probe
+    "logistic": {
+        "c_grid": list(logistic.DEFAULT_C_GRID),  # inverse L2 strengths (scikit-learn's C)
+        "holdout": logistic.DEFAULT_HOLDOUT,  # fraction of the training split that picks C
+        "max_iter": logistic.DEFAULT_MAX_ITER,
+        "tolerance": logistic.DEFAULT_TOLERANCE,  # largest gradient entry at convergence
+    },
+    # protocol sgd: the paper's protocol (section 4.2 of HCL): 100 epochs of SGD (momentum 0.9),
+    # lr 10.0 divided by 10 at epochs 60 and 80, no weight decay, batch 512, on random-resized-crop
+    # + flip views of the training images
     "features": "augmented",
     "max_epochs": 100,
     "optimizer": {
@@ -72,7 +87,8 @@ LINEAR_DEFAULTS: dict[str, Any] = {
     "scheduler": {"name": "step", "lr_decay_steps": [60, 80]},
     # linear-evaluation augmentation (features: augmented)
     "augmentations": {"crop_min_scale": 0.08, "crop_max_scale": 1.0, "horizontal_flip": 0.5},
-    # overrides of the run's data section (absent keys: the run's, e.g. its train_subset)
+    # overrides of the evaluation's data section (absent keys: the run's, with the dataset's full
+    # splits; train_subset / val_subset here evaluate on a subset, e.g. for a smoke test)
     "data": {},
     "seed": 5,
     "accelerator": "auto",
@@ -102,6 +118,12 @@ def load_linear_config(path: str | Path | None, overrides: list[str] = ()) -> di
 
 def check_linear_values(cfg: dict) -> None:
     """The value checks of a complete linear-evaluation config."""
+    if cfg["protocol"] not in PROTOCOLS:
+        raise ConfigError(
+            f"protocol must be one of {PROTOCOLS}, got {cfg['protocol']!r}"
+            f"{closest(str(cfg['protocol']), PROTOCOLS)}"
+        )
+    check_logistic_values(cfg["logistic"])
     if cfg["features"] not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, got {cfg['features']!r}")
     epochs = cfg["max_epochs"]
@@ -148,13 +170,38 @@ def check_linear_values(cfg: dict) -> None:
         positive_int_or_none(cfg["data"].get(key), f"data.{key}")
 
 
+def check_logistic_values(section: dict) -> None:
+    grid = section["c_grid"]
+    if (
+        not isinstance(grid, list) or not grid
+        or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0 for c in grid)
+    ):  # fmt: skip
+        raise ConfigError(f"logistic.c_grid must be a non-empty list of numbers > 0, got {grid!r}")
+    holdout = section["holdout"]
+    if isinstance(holdout, bool) or not isinstance(holdout, (int, float)) or not 0 < holdout < 1:
+        raise ConfigError(f"logistic.holdout must be a fraction in (0, 1), got {holdout!r}")
+    max_iter = section["max_iter"]
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ConfigError(f"logistic.max_iter must be an integer >= 1, got {max_iter!r}")
+    tol = section["tolerance"]
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0:
+        raise ConfigError(f"logistic.tolerance must be a number > 0, got {tol!r}")
+
+
 LINEAR = Schema("linear config", LINEAR_DEFAULTS, frozenset(FREE_FORM), check_linear_values)
 
 
 def with_epochs(cfg: dict, epochs: int) -> dict:
-    """The config for a shorter (or longer) budget; step milestones keep their relative place."""
+    """The SGD protocol for a shorter (or longer) budget; step milestones keep their relative
+    place. The logistic probe has no epochs: it runs to convergence."""
     if not isinstance(epochs, int) or epochs < 1:
         raise ConfigError(f"linear epochs must be an integer >= 1, got {epochs!r}")
+    if cfg["protocol"] != "sgd":
+        raise ConfigError(
+            f"linear epochs apply to the sgd protocol only; this linear config uses protocol "
+            f"{cfg['protocol']!r}, which is solved to convergence: leave the epochs out, or pass "
+            "a linear config with protocol: sgd"
+        )
     out = copy.deepcopy(cfg)
     old = cfg["max_epochs"]
     out["max_epochs"] = epochs
@@ -231,6 +278,17 @@ def _trainer(lcfg: dict, log_dir: Path | None, quiet: bool, device: torch.device
     )  # fmt: skip
 
 
+def frozen_features(
+    model, cfg: dict, lcfg: dict, quiet: bool
+) -> tuple[Embeddings, Embeddings]:
+    """Backbone features of the un-augmented training and test splits."""
+    train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
+    return (
+        embed(model, cfg, Progress(train_loader, "embedding train", not quiet), False),
+        embed(model, cfg, Progress(val_loader, "embedding test", not quiet), False),
+    )
+
+
 def linear_probe(
     model,
     cfg: dict,
@@ -239,22 +297,64 @@ def linear_probe(
     log_dir: Path | None = None,
     quiet: bool = True,
 ) -> dict:
-    """Trains solo's LinearModel on the frozen backbone of ``model`` and returns its accuracy.
+    """The linear accuracy of the frozen backbone of ``model`` under ``lcfg["protocol"]``.
 
-    ``embeddings`` (train, test) are reused for ``features: precomputed`` when given.
+    ``embeddings`` (train, test) are reused by the protocols that read frozen features.
     """
+    if lcfg["protocol"] == "logistic":
+        return logistic_probe(model, cfg, lcfg, embeddings, quiet)
+    return sgd_probe(model, cfg, lcfg, embeddings, log_dir, quiet)
+
+
+def logistic_probe(
+    model, cfg: dict, lcfg: dict, embeddings: tuple[Embeddings, Embeddings] | None, quiet: bool
+) -> dict:
+    """The converged logistic-regression probe (``metrics/logistic.py``) on frozen features."""
+    start = time.perf_counter()
+    train, test = embeddings if embeddings is not None else frozen_features(model, cfg, lcfg, quiet)
+    section = lcfg["logistic"]
+    if not quiet:
+        print(f"linear: logistic regression on {len(train.targets)} training features "
+              f"(C from {section['c_grid']})", file=sys.stderr, flush=True)  # fmt: skip
+    device = model_device(model)
+    fit = logistic.logistic_probe(
+        train.feats.to(device), train.targets.to(device), test.feats.to(device),
+        test.targets.to(device), c_grid=section["c_grid"], holdout=float(section["holdout"]),
+        max_iter=int(section["max_iter"]), tolerance=float(section["tolerance"]),
+        seed=int(lcfg["seed"]),
+    )  # fmt: skip
+    return {
+        "linear_acc1": fit.acc1,
+        "linear_acc5": fit.acc5,
+        "linear_train_acc1": fit.train_acc1,
+        "linear_protocol": "logistic",
+        "linear_c": fit.c,
+        "linear_holdout_acc1": {str(c): acc for c, acc in fit.holdout_acc1.items()},
+        "linear_iterations": fit.iterations,
+        "linear_converged": fit.converged,
+        "linear_epochs": None,
+        "linear_features": "precomputed",
+        "linear_train_images": len(train.targets),
+        "linear_test_images": len(test.targets),
+        "linear_wall_time_s": round(time.perf_counter() - start, 2),
+    }
+
+
+def sgd_probe(
+    model,
+    cfg: dict,
+    lcfg: dict,
+    embeddings: tuple[Embeddings, Embeddings] | None = None,
+    log_dir: Path | None = None,
+    quiet: bool = True,
+) -> dict:
+    """Trains solo's LinearModel on the frozen backbone of ``model`` (the papers' protocol)."""
     start = time.perf_counter()
     pl.seed_everything(int(lcfg["seed"]), workers=True)
     device = model_device(model)
     batch = int(lcfg["optimizer"]["batch_size"])
     if lcfg["features"] == "precomputed":
-        if embeddings is None:
-            train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
-            embeddings = (
-                embed(model, cfg, Progress(train_loader, "embedding train", not quiet), False),
-                embed(model, cfg, Progress(val_loader, "embedding test", not quiet), False),
-            )
-        train, test = embeddings
+        train, test = embeddings or frozen_features(model, cfg, lcfg, quiet)
         num_classes = int(model.classifier.out_features)
         head = adapter.build_linear_model(None, train.feats.shape[1], num_classes, lcfg)
         loaders = (
@@ -297,6 +397,7 @@ def linear_probe(
         "linear_acc1": metrics["val_acc1"],
         "linear_acc5": metrics.get("val_acc5"),
         "linear_train_acc1": metrics.get("train_acc1_epoch", metrics.get("train_acc1")),
+        "linear_protocol": "sgd",
         "linear_epochs": int(lcfg["max_epochs"]),
         "linear_features": lcfg["features"],
         "linear_train_images": n_train,
@@ -308,7 +409,13 @@ def linear_probe(
 def markdown(result: dict) -> str:
     rows = [
         ("run", result["run"]), ("method", result["method"]),
-        ("features", result["linear_features"]), ("epochs", result["linear_epochs"]),
+        ("protocol", result["linear_protocol"]), ("features", result["linear_features"]),
+        *(
+            [("epochs", result["linear_epochs"])] if result["linear_protocol"] == "sgd" else
+            [("C (chosen on a held-out part of the training split)", result["linear_c"]),
+             ("iterations", result["linear_iterations"]),
+             ("converged", result["linear_converged"])]
+        ),
         ("train / test images", f"{result['linear_train_images']} / {result['linear_test_images']}"),
         ("linear top-1", f"{result['linear_acc1']:.2f}"),
         ("linear top-5", "-" if result["linear_acc5"] is None else f"{result['linear_acc5']:.2f}"),

@@ -1,11 +1,12 @@
 """The one evaluation protocol every run of a comparison or sweep gets.
 
-For a finished pretraining run: embed the training split (the run's own subset) and the test
-split once with the evaluation view; then
+For a finished pretraining run: embed the dataset's full training and test splits once with the
+evaluation view (the evaluation sets are the dataset's, whatever ``data.train_subset`` the run
+was pretrained on; eval.json records their sizes); then
 - kNN top-1 on the fine and the coarse classes (backbone features, cosine, k = 20, T = 0.07, as
   solo-learn's kNN) and the delta-hyperbolicity of the projector outputs (``knn_probe``);
-- the offline linear probe (solo-learn's LinearModel, ``linear``), on the same precomputed
-  features when the linear config says ``features: precomputed``;
+- the offline linear probe (``linear``): by default the converged logistic regression on the
+  same frozen features; the linear config's ``protocol: sgd`` trains solo-learn's LinearModel;
 - a 2-D Poincare-disk map of 500 test projector outputs for the picture (``disk_map``);
 - the robust accuracy when a robust evaluation of the run exists (``robust.py``'s output).
 The result is cached in ``RUN/eval.json`` and reused while the checkpoint and the protocol are
@@ -38,7 +39,7 @@ from solo_hyper.metrics.hierarchy import distance_matrix
 from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
 from solo_hyper.run.identity import write_json_atomic
 
-PROTOCOL_VERSION = 1  # bump when the protocol changes: cached eval.json files are redone
+PROTOCOL_VERSION = 2  # bump when the protocol changes: cached eval.json files are redone
 DISK_POINTS = 500
 HEADLINE_KNN = {("backbone", "cosine")}  # the full grid: the knn command
 ROBUST_PREFERENCE = (
@@ -156,6 +157,8 @@ def evaluate_run(
             disk_map(model, cfg, test.z, test.targets, checkpoint=ckpt)
             if disk and test.z is not None else None
         ),  # fmt: skip
+        "eval_train_images": len(train.targets),
+        "eval_test_images": len(test.targets),
         "eval_wall_time_s": round(time.perf_counter() - start, 2),
     }
     write_json_atomic(cache, result)

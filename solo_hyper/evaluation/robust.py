@@ -183,14 +183,14 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
 
 
 def _loaders(cfg: dict, rcfg: dict):
-    """The run's dataset (with the robust config's subsets) as pixel-space batch functions."""
+    """The run's dataset as pixel-space batch functions: its full labelled splits (whatever
+    subset the run was pretrained on), or the robust config's own subsets."""
     from solo_hyper.data import build_dataloaders
 
     raw = rcfg["raw"]
     data_cfg = copy.deepcopy(cfg["data"])
     for key in ("train_subset", "val_subset"):
-        if raw["data"][key] is not None:
-            data_cfg[key] = raw["data"][key]
+        data_cfg[key] = raw["data"][key]
     batch_size = raw["data"]["batch_size"]
     train, val, num_classes = build_dataloaders(data_cfg, batch_size, seed=raw["seed"])
     if len(train) == 0:

@@ -1,0 +1,118 @@
+"""The default offline probe: converged, equal to scikit-learn's logistic regression, and measured
+on the dataset's own evaluation sets whatever subset the run was pretrained on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from solo_hyper.metrics.logistic import Standardizer, fit_logistic, logistic_probe, topk_accuracy
+
+
+@pytest.fixture(scope="module")
+def frozen_features():
+    """Features of a fixed random small CNN on real Fashion-MNIST images: correlated, not
+    separable, like a frozen backbone's (3,000 training / 1,000 test images)."""
+    from solo_hyper.backbones import SmallCNN
+    from solo_hyper.data import load_fashion_mnist, locate_fashion_mnist
+
+    if locate_fashion_mnist(None) is None:
+        pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
+    torch.manual_seed(0)
+    net = SmallCNN(16).eval()
+
+    def feats(train: bool, n: int):
+        x, y = load_fashion_mnist(train, None, False)
+        x = x[:n].float().div(255).expand(-1, 3, -1, -1)
+        with torch.no_grad():
+            return net(x), y[:n]
+
+    return (*feats(True, 3000), *feats(False, 1000))
+
+
+def sklearn_accuracy(train_x, train_y, test_x, test_y, c: float) -> tuple[float, np.ndarray]:
+    scale = Standardizer.fit(train_x)
+    model = LogisticRegression(C=c, max_iter=20000, tol=1e-10)
+    model.fit(scale(train_x).numpy(), train_y.numpy())
+    return 100 * model.score(scale(test_x).numpy(), test_y.numpy()), model.coef_
+
+
+@pytest.mark.parametrize("c", [0.05, 1.0])
+def test_the_probe_agrees_with_scikit_learn_for_the_same_regularisation(frozen_features, c):
+    train_x, train_y, test_x, test_y = frozen_features
+    ours = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[c])
+    theirs, coef = sklearn_accuracy(train_x, train_y, test_x, test_y, c)
+    assert ours.converged
+    assert abs(ours.acc1 - theirs) < 0.5
+    # the same objective, so the same minimiser: the weights agree too
+    scale = Standardizer.fit(train_x)
+    fit = fit_logistic(scale(train_x), train_y, 10, c, tolerance=1e-7)
+    assert np.abs(fit.weight.T.numpy() - coef).max() < 2e-3 * np.abs(coef).max()
+
+
+def test_doubling_the_iteration_budget_does_not_move_the_accuracy(frozen_features):
+    train_x, train_y, test_x, test_y = frozen_features
+    base = logistic_probe(train_x, train_y, test_x, test_y, max_iter=1000)
+    double = logistic_probe(train_x, train_y, test_x, test_y, max_iter=2000)
+    assert base.converged and base.iterations < 1000
+    assert abs(double.acc1 - base.acc1) < 0.1
+    # a budget that stops early is reported as not converged (the flag can fail)
+    short = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[10.0], max_iter=3)
+    assert not short.converged
+
+
+def test_the_l2_strength_is_chosen_on_held_out_training_rows_only(frozen_features):
+    train_x, train_y, test_x, test_y = frozen_features
+    result = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[1e-4, 0.1, 10.0])
+    assert set(result.holdout_acc1) == {1e-4, 0.1, 10.0}
+    assert result.c == max(result.holdout_acc1, key=lambda c: (result.holdout_acc1[c], -c))
+    # the test labels play no part in the choice
+    shuffled = test_y[torch.randperm(len(test_y), generator=torch.Generator().manual_seed(1))]
+    again = logistic_probe(train_x, train_y, test_x, shuffled, c_grid=[1e-4, 0.1, 10.0])
+    assert again.c == result.c and again.holdout_acc1 == result.holdout_acc1
+    # 1e-4 is far too strong an L2 for these features: the held-out rows see it
+    assert result.holdout_acc1[1e-4] < result.holdout_acc1[result.c] - 5
+
+
+def test_topk_accuracy():
+    logits = torch.tensor([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0]])
+    assert topk_accuracy(logits, torch.tensor([1, 2]), 1) == 50.0
+    assert topk_accuracy(logits, torch.tensor([1, 1]), 2) == 100.0
+
+
+def test_a_bad_grid_is_refused():
+    x, y = torch.randn(20, 3), torch.arange(20) % 2
+    with pytest.raises(ValueError, match="C must be > 0"):
+        logistic_probe(x, y, x, y, c_grid=[0.0])
+
+
+def test_the_evaluation_sets_do_not_depend_on_the_pretraining_subset(fashion_mnist_available):
+    """The same backbone, once recorded as pretrained on a 64-image subset and once on the full
+    split: the kNN bank, the probe's training set and the test set are the dataset's, so every
+    number is the same."""
+    from conftest import tiny_config
+
+    from solo_hyper.evaluation.features import embed, evaluation_loaders
+    from solo_hyper.evaluation.knn_probe import evaluate_knn
+    from solo_hyper.evaluation.linear import linear_probe, load_linear_config
+    from solo_hyper.run.train import prepare
+    from solo_hyper.solo import adapter
+
+    lcfg = load_linear_config(None, ["logistic.c_grid=[1.0]", "logistic.max_iter=300"])
+    results = []
+    for subset in (64, None):
+        prep = prepare(None, base=tiny_config("hcl", data={"train_subset": subset}))
+        cfg = prep.cfg
+        torch.manual_seed(0)
+        model = adapter.build_method(cfg, 10, prep.small_images, prep.num_crops).eval()
+        train_loader, test_loader, _ = evaluation_loaders(cfg, lcfg["data"])
+        train, test = embed(model, cfg, train_loader), embed(model, cfg, test_loader)
+        knn = evaluate_knn(model, cfg, train, test, ks=(20,), seed=0,
+                           cells={("backbone", "cosine")})  # fmt: skip
+        linear = linear_probe(model, cfg, lcfg, (train, test))
+        results.append((len(train.targets), len(test.targets), knn["knn_top1"],
+                        linear["linear_acc1"], linear["linear_train_images"]))  # fmt: skip
+    assert results[0][:2] == (60000, 10000)
+    assert results[0] == results[1]
