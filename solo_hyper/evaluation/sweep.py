@@ -31,6 +31,7 @@ from solo_hyper.evaluation.compare import (
     write_tables,
 )
 from solo_hyper.evaluation.plots import sweep_plot
+from solo_hyper.run.lock import holding
 from solo_hyper.run.train import prepare
 
 PRESETS: dict[str, tuple[str, list[Any]]] = {
@@ -79,6 +80,7 @@ def cell_name(config: str, key: str, value: Any) -> str:
     return f"{run_name(config)}-{key.split('.')[-1]}={value}".replace("/", "_")
 
 
+@holding("out_dir", "sweep output")
 def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,
