@@ -48,17 +48,6 @@ def seed_globals(seed: int) -> None:
     random.seed(seed)
 
 
-def train_loader(trainer: Any):
-    """The DataLoader behind the trainer's (possibly combined) training loader."""
-    loader = trainer.train_dataloader
-    loader = getattr(loader, "loaders", loader)  # Lightning 1.x wraps it in a CombinedLoader
-    if isinstance(loader, dict):
-        loader = next(iter(loader.values()))
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0]
-    return loader
-
-
 def batches_done(checkpoint: dict) -> int:
     """The training batches of the current epoch a checkpoint had completed."""
     progress = checkpoint.get("loops", {}).get("fit_loop", {}).get(BATCH_PROGRESS, {})
@@ -151,8 +140,15 @@ def gather_ranks(local: Any) -> dict[str, list]:
 class ExactResume(pl.Callback):
     """Per-batch random states and the sampler's position across a resume (see the module)."""
 
-    def __init__(self, seed: int) -> None:
-        self.seed = int(seed)
+    def __init__(self, seed: int, loader: Any) -> None:
+        """``loader``: the training DataLoader of ``data.build_dataloaders`` (its sampler is
+        started mid-epoch on a resume)."""
+        if not isinstance(loader.sampler, EpochOrderSampler):
+            raise TypeError(
+                "exact resumption needs the training loader of solo_hyper.data.build_dataloaders "
+                f"(EpochOrderSampler), got a sampler of type {type(loader.sampler).__name__}"
+            )
+        self.seed, self.sampler, self.batch_size = int(seed), loader.sampler, int(loader.batch_size)
         self._resume_at: tuple[int, int] | None = None  # (epoch, completed batches in it)
         self._metrics: dict | None = None
         self._logs: dict | None = None
@@ -184,14 +180,7 @@ class ExactResume(pl.Callback):
         # where it never happens): the resumed epoch is an ordinary one from here on
         if hasattr(trainer.fit_loop, "_restarting"):
             trainer.fit_loop._restarting = False
-        loader = train_loader(trainer)
-        sampler = getattr(loader, "sampler", None)
-        if not isinstance(sampler, EpochOrderSampler):
-            raise RuntimeError(
-                "exact resumption needs the training loader of solo_hyper.data.build_dataloaders "
-                f"(EpochOrderSampler), got a sampler of type {type(sampler).__name__}"
-            )
-        sampler.start = resume[1] * int(loader.batch_size)
+        self.sampler.start = resume[1] * self.batch_size
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
         saved, self._logs = self._logs, None

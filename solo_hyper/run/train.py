@@ -247,7 +247,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     info = open_run(plan, cfg)
 
     throughput = Throughput()
-    callbacks = [*callbacks, throughput, ExactResume(int(cfg["seed"])),
+    callbacks = [*callbacks, throughput, ExactResume(int(cfg["seed"]), train_loader),
                  *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
