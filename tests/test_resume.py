@@ -113,9 +113,18 @@ def assert_equal(a, b, path: str = "") -> None:
 RESULT_KEYS = ("finished", "epochs", "global_step", "knn_acc1", "online_linear_acc1")
 
 
-def uninterrupted(method: str, tmp_path: Path) -> tuple[dict, dict]:
-    result = pretrain(config(method, tmp_path / "ref"), quiet=True)
-    return final_state(Path(result["run_dir"])), result
+@pytest.fixture(scope="module")
+def references(tmp_path_factory) -> dict:
+    """The uninterrupted runs, one per method, trained once for the module."""
+    return {}
+
+
+def uninterrupted(method: str, references: dict, tmp_path_factory) -> tuple[dict, dict]:
+    if method not in references:
+        root = tmp_path_factory.mktemp(f"ref-{method}")
+        result = pretrain(config(method, root), quiet=True)
+        references[method] = final_state(Path(result["run_dir"])), result
+    return references[method]
 
 
 @pytest.mark.parametrize(
@@ -125,12 +134,18 @@ def uninterrupted(method: str, tmp_path: Path) -> tuple[dict, dict]:
         # (resumes from epoch 0's end), during epoch 1's validation and between steps 5 and 6
         # (both resume from step 4, mid-epoch)
         ("hcl", [("step", 2), ("write", 4), ("validation", 6), ("between", 5)]),
-        ("rhcl", [("validation", 3), ("epoch", 3)]),
-        ("ebclr", [("between", 3), ("epoch", 3), ("step", 4)]),
+        # resumed mid-epoch 0, then on through epoch 1 in the same process (Lightning 1.9 would
+        # step the epoch-interval LR schedule twice at the end of epoch 0)
+        ("rhcl", [("validation", 3)]),
+        ("ebclr", [("between", 3)]),
+        ("rhcl", [("epoch", 3), ("between", 5)]),
+        ("ebclr", [("epoch", 3), ("step", 4)]),
     ],
 )
-def test_a_killed_run_resumes_to_the_same_state(method, kills, tmp_path, fashion_mnist_available):
-    reference, ref_result = uninterrupted(method, tmp_path)
+def test_a_killed_run_resumes_to_the_same_state(
+    method, kills, tmp_path, references, tmp_path_factory, fashion_mnist_available
+):
+    reference, ref_result = uninterrupted(method, references, tmp_path_factory)
     prep = config(method, tmp_path / "killed")
     for where, step in kills:
         with pytest.raises(Killed):
@@ -164,8 +179,10 @@ pretrain(config("hcl", __import__("pathlib").Path({root!r})), quiet=True, callba
 """
 
 
-def test_a_hard_kill_in_a_subprocess_resumes_exactly(tmp_path, fashion_mnist_available):
-    reference, _ = uninterrupted("hcl", tmp_path)
+def test_a_hard_kill_in_a_subprocess_resumes_exactly(
+    tmp_path, references, tmp_path_factory, fashion_mnist_available
+):
+    reference, _ = uninterrupted("hcl", references, tmp_path_factory)
     script = KILL_SCRIPT.format(tests=str(ROOT / "tests"), root=str(tmp_path / "killed"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=ROOT,
@@ -254,6 +271,23 @@ def test_the_order_is_a_function_of_seed_and_epoch_with_a_start():
     a.set_epoch(4)
     assert list(a) != full
     assert list(EpochOrderSampler(data, seed=2)) != list(EpochOrderSampler(data, seed=1))
+
+
+def test_each_rank_resumes_its_own_shard_position(monkeypatch):
+    data = InMemoryImages(torch.zeros(23, 1, 2, 2, dtype=torch.uint8), torch.zeros(23), True)
+    sampler = EpochOrderSampler(data, seed=4)
+    sampler.set_epoch(1)
+    whole = sampler.epoch_order(1)
+    shards = []
+    for rank in range(3):
+        monkeypatch.setattr(EpochOrderSampler, "_world", lambda self, r=rank: (r, 3))
+        assert len(sampler) == 7
+        shard = list(sampler)
+        assert shard == whole[rank:21:3]
+        sampler.start = 4  # 2 batches of 2 done on this rank: its own next samples follow
+        assert list(sampler) == shard[4:]
+        shards += shard
+    assert sorted(shards) == sorted(whole[:21]) and len(set(shards)) == 21
 
 
 def test_overrides_after_options_are_kept(tmp_path, monkeypatch):

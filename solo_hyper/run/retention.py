@@ -16,7 +16,6 @@ from typing import Any
 
 from solo_hyper.run.checkpoints import LAST, checkpoint_epoch
 from solo_hyper.run.guards import RunStopped
-from solo_hyper.run.resume import BATCH_PROGRESS
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -35,24 +34,15 @@ def prune_epoch_checkpoints(run_dir: Path, keep_last: int) -> list[Path]:
     return doomed
 
 
-def between_batches(checkpoint: dict) -> None:
-    """Marks a checkpoint taken at the start of a batch (before it trained) as taken after the
-    previous one: Lightning has already counted the new batch as ``ready``; a resume must begin
-    with it, not after it."""
-    progress = checkpoint["loops"]["fit_loop"][BATCH_PROGRESS]
-    for part in ("total", "current"):
-        done = progress[part]["completed"]
-        progress[part].update(ready=done, started=done, processed=done)
-    progress["is_last_batch"] = False
-
-
 class RunCheckpoint(pl.callbacks.Checkpoint):
     """Writes ``last.ckpt`` and the epoch checkpoints of a run (the only checkpoint writer).
 
     A step checkpoint is taken when the next batch of the epoch starts, not when a step ends:
     then every hook of the finished step has run (Lightning's own ``ModelCheckpoint`` saves in
     ``on_train_batch_end``, before the module's hook and with the step counted as not completed,
-    so a resume trains that batch twice). The end of an epoch is covered by the epoch checkpoint.
+    so a resume trains that batch twice). Here the new batch is counted as ready but not started,
+    and a restart counts from the completed ones: exactly where the run stopped. The end of an
+    epoch is covered by the epoch checkpoint.
     """
 
     def __init__(self, run_dir: Path, every_n_steps: int | None, frequency: int,
@@ -60,7 +50,6 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
         self.run_dir = Path(run_dir)
         self.every_n_steps, self.frequency = int(every_n_steps or 0), int(frequency)
         self.keep_prev, self.keep_last = keep_prev, keep_last
-        self._between_batches = False
         self._saved_step = -1
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -70,11 +59,7 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
         step = int(trainer.global_step)
         if (self.every_n_steps and batch_idx > 0 and step % self.every_n_steps == 0
                 and step != self._saved_step):  # fmt: skip
-            self._between_batches = True
-            try:
-                self.write(trainer, self.run_dir / LAST)
-            finally:
-                self._between_batches = False
+            self.write(trainer, self.run_dir / LAST)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         epoch = int(trainer.current_epoch)
@@ -86,10 +71,6 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
                 prune_epoch_checkpoints(self.run_dir, self.keep_last)
         else:
             self.write(trainer, self.run_dir / LAST)
-
-    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
-        if self._between_batches:
-            between_batches(checkpoint)
 
     def write(self, trainer: Any, path: Path) -> None:
         """``trainer.save_checkpoint`` (on every rank: it gathers) to a temporary file that rank 0
