@@ -212,6 +212,21 @@ def test_a_second_writer_is_refused_before_any_work(tmp_path, fashion_mnist_avai
     assert not (run_dir / HOLDER_NAME).exists()
 
 
+def test_ddp_ranks_started_by_the_launcher_work_inside_its_lock(tmp_path, monkeypatch):
+    with hold(tmp_path) as stale:
+        assert stale is None
+        monkeypatch.setenv("LOCAL_RANK", "1")  # a rank Lightning's launcher started
+        with hold(tmp_path):
+            pass
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        with pytest.raises(RunLockedError):
+            with hold(tmp_path):
+                pass
+    (tmp_path / HOLDER_NAME).write_text('{"pid": 999999999, "host": "elsewhere"}')
+    with hold(tmp_path) as stale:  # the OS lock is free: the record is a dead holder's
+        assert stale == {"pid": 999999999, "host": "elsewhere"}
+
+
 def test_compare_and_sweep_hold_their_output_folder(tmp_path):
     from solo_hyper.evaluation.compare import compare
     from solo_hyper.evaluation.sweep import sweep

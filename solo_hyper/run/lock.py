@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 from solo_hyper.config import ConfigError
 
 LOCK_NAME, HOLDER_NAME = ".lock", ".lock.json"
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
 
 
 class RunLockedError(ConfigError):
