@@ -34,7 +34,8 @@ pl = adapter.LIGHTNING
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"proj_hidden_dim": 16, "proj_output_dim": 8}
 METHOD_KWARGS = {"hcl": SMALL, "rhcl": {**SMALL, "steps": 2},
-                 "ebclr": {**SMALL, "buffer_size": 48, "sgld_steps": 2, "rho": 0.5}}  # fmt: skip
+                 "ebclr": {**SMALL, "buffer_size": 48, "sgld_steps": 2, "rho": 0.5},
+                 "byol": {**SMALL, "pred_hidden_dim": 16}}  # fmt: skip
 # 2 epochs of 3 steps; step checkpoints at steps 2 and 4, epoch checkpoints at steps 3 and 6
 RUN = dict(max_epochs=2, limit_train_batches=3, seed=5, data={"train_subset": 96, "val_subset": 32})
 
@@ -140,6 +141,8 @@ def uninterrupted(method: str, references: dict, tmp_path_factory) -> tuple[dict
         ("ebclr", [("between", 3)]),
         ("rhcl", [("epoch", 3), ("between", 5)]),
         ("ebclr", [("epoch", 3), ("step", 4)]),
+        # a momentum baseline: its EMA update and scheduled tau come after the step's hooks
+        ("byol", [("between", 3)]),
     ],
 )
 def test_a_killed_run_resumes_to_the_same_state(

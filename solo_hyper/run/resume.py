@@ -32,6 +32,7 @@ pl = adapter.LIGHTNING
 BATCH_PROGRESS = "epoch_loop.batch_progress"
 METRIC_STATES = "solo_hyper_metric_states"
 EPOCH_LOGS = "solo_hyper_epoch_logs"
+MOMENTUM_TAU = "solo_hyper_momentum_tau"
 
 
 def batch_seed(seed: int, epoch: int, batch_idx: int, rank: int) -> int:
@@ -152,17 +153,25 @@ class ExactResume(pl.Callback):
         self._resume_at: tuple[int, int] | None = None  # (epoch, completed batches in it)
         self._metrics: dict | None = None
         self._logs: dict | None = None
+        self._tau: float | None = None
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
         checkpoint[METRIC_STATES] = gather_ranks(metric_states(pl_module))
         checkpoint[EPOCH_LOGS] = gather_ranks(epoch_logs(trainer))
+        updater = getattr(pl_module, "momentum_updater", None)
+        if updater is not None:  # solo's momentum baselines: tau is scheduled, but not saved
+            checkpoint[MOMENTUM_TAU] = float(updater.cur_tau)
 
     def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
         self._resume_at = (int(checkpoint.get("epoch", 0)), batches_done(checkpoint))
         self._metrics = checkpoint.get(METRIC_STATES)
         self._logs = checkpoint.get(EPOCH_LOGS)
+        self._tau = checkpoint.get(MOMENTUM_TAU)
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self._tau is not None and getattr(pl_module, "momentum_updater", None) is not None:
+            pl_module.momentum_updater.cur_tau = self._tau
+        self._tau = None
         saved, self._metrics = self._metrics, None
         if saved:
             ranks = saved["ranks"]
