@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
@@ -157,6 +157,48 @@ def load_fashion_mnist(
     return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
 
 
+OFFLINE_ERRORS = (OSError, RuntimeError)  # URLError is an OSError; torchvision's md5 failures
+
+
+def download_failed(name: str, root: str, folder: str, err: Exception) -> DatasetNotFoundError:
+    return DatasetNotFoundError(
+        f"{name} is not under {root!r} and could not be downloaded ({type(err).__name__}: "
+        f"{err}). Check the network, or fetch the data on another machine and copy {folder!r} "
+        f"into {root!r} (then data.download=false), or point data.train_path at the folder that "
+        f"already holds {folder!r}."
+    )
+
+
+def ensure_dataset(data_cfg: dict) -> None:
+    """A built-in dataset is on this machine, or downloaded now (data.download=true): called
+    before any work, so that an absent dataset without network is a clear error, not a
+    traceback after the run has started."""
+    name, download = data_cfg.get("dataset"), bool(data_cfg.get("download", False))
+    if name in ("cifar10", "cifar100"):
+        from torchvision.datasets import CIFAR10, CIFAR100
+
+        cls, folder = (CIFAR10, "cifar-10-batches-py") if name == "cifar10" else (CIFAR100, "cifar-100-python")
+        root = data_cfg.get("train_path") or "datasets"
+        probe = cls.__new__(cls)
+        probe.root = root
+        if probe._check_integrity():
+            return
+        if not download:
+            return  # load_cifar says what is missing
+        try:
+            cls(root, train=True, download=True)
+        except OFFLINE_ERRORS as err:
+            raise download_failed(name, root, folder, err) from None
+    elif name == "fashionmnist" and download and locate_fashion_mnist(data_cfg.get("train_path")) is None:
+        try:
+            load_fashion_mnist(True, data_cfg.get("train_path"), download=True)
+        except DatasetNotFoundError:
+            raise
+        except OFFLINE_ERRORS as err:
+            root = data_cfg.get("train_path") or "datasets"
+            raise download_failed(name, root, "FashionMNIST/raw", err) from None
+
+
 def load_cifar(
     name: str, train: bool, train_path: str | None = None, download: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,6 +287,44 @@ def build_datasets(data_cfg: dict, seed: int = 0) -> tuple[Dataset, Dataset, int
     raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
 
 
+class EpochOrderSampler(DistributedSampler):
+    """The training order as a function of (seed, epoch) only, with a position to start from.
+
+    Each epoch is one permutation drawn from a generator seeded with (seed, epoch); under DDP rank
+    r takes every world-th index of it (drop_last: every rank the same count). ``start`` (set
+    when a run resumes mid-epoch) skips the samples this rank already trained on in the epoch,
+    so a resumed run sees exactly the batches the uninterrupted run would have. It is a
+    DistributedSampler so that Lightning keeps it under DDP instead of wrapping it; the rank and
+    world size are read when an epoch starts (the process group exists only by then).
+    """
+
+    def __init__(self, dataset: Dataset, seed: int = 0) -> None:
+        super().__init__(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed, drop_last=True)
+        self.start = 0
+
+    def _world(self) -> tuple[int, int]:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        """This rank's indices for ``epoch`` (from the beginning of the epoch)."""
+        rank, world = self._world()
+        g = torch.Generator().manual_seed(int(self.seed) * 1_000_003 + int(epoch))
+        order = torch.randperm(len(self.dataset), generator=g)
+        per_rank = len(order) // world
+        return order[rank : per_rank * world : world].tolist()
+
+    def __iter__(self):
+        order = self.epoch_order(self.epoch)
+        start, self.start = self.start, 0  # a position applies to one pass only
+        return iter(order[start:])
+
+    def __len__(self) -> int:
+        return len(self.dataset) // self._world()[1]
+
+
 def build_dataloaders(
     data_cfg: dict, batch_size: int, seed: int = 0, shuffle: bool = True
 ) -> tuple[DataLoader, DataLoader, int]:
@@ -259,9 +339,9 @@ def build_dataloaders(
     )
     if in_memory:
         common["collate_fn"] = _batch_is_ready
-    g = torch.Generator().manual_seed(seed)
+    sampler = EpochOrderSampler(train, seed) if shuffle else None
     train_loader = DataLoader(
-        train, batch_size=batch_size, shuffle=shuffle, drop_last=True, generator=g, **common
+        train, batch_size=batch_size, sampler=sampler, drop_last=True, **common
     )
     val_loader = DataLoader(val, batch_size=batch_size, shuffle=False, drop_last=False, **common)
     return train_loader, val_loader, num_classes

@@ -288,6 +288,25 @@ def own_options(parser: argparse.ArgumentParser, command: str) -> dict[str, int]
     }
 
 
+POSITIONAL_OVERRIDES = ("pretrain", "linear", "robust-eval", "finetune-adv")
+
+
+def overrides_last(argv: list[str], options: dict[str, int]) -> list[str]:
+    """Moves the ``key=value`` overrides behind the options, so that they may come in any order
+    (argparse takes the positional overrides in one block only, before or after the options)."""
+    head, overrides, i = argv[:1], [], 1
+    while i < len(argv):
+        token = argv[i]
+        take = 0 if "=" in token else options.get(token, 0)
+        if token.startswith("-") or "=" not in token:
+            head += argv[i : i + 1 + take]
+            i += 1 + take
+            continue
+        overrides.append(token)
+        i += 1
+    return head + overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     from solo_hyper.cli.quiet import filtered_warnings, quiet_run
 
@@ -302,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             from solo_hyper.solo.bash_flags import split_pretrain_argv
 
         argv, solo_flags = split_pretrain_argv(argv, own_options(parser, "pretrain"))
+    if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
+        argv = overrides_last(argv, own_options(parser, argv[0]))
     args = parser.parse_args(argv)
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
@@ -323,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as err:
         guards = sys.modules.get("solo_hyper.run.guards")  # loaded only by commands that train
-        if guards is None or not isinstance(err, guards.NonFiniteLossError):
+        if guards is None or not isinstance(err, guards.RunStopped):
             raise
         print(f"solo-hyper: stopped: {err}", file=sys.stderr)
         return 3

@@ -34,6 +34,7 @@ from solo_hyper.evaluation.seeds import (
     summarize,
     verdict,
 )
+from solo_hyper.run.lock import holding
 from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
 from solo_hyper.solo import adapter
 
@@ -194,6 +195,7 @@ def plan(
     return Plan(runs, pair_list, seed_list)
 
 
+@holding("out_dir", "compare output")
 def compare(
     configs: list[str], out_dir: str, epochs: int | None = None, overrides: list[str] = (),
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,

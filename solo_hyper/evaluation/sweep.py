@@ -32,6 +32,7 @@ from solo_hyper.evaluation.compare import (
     write_tables,
 )
 from solo_hyper.evaluation.plots import sweep_plot, training_curves
+from solo_hyper.run.lock import holding
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
 
@@ -81,6 +82,7 @@ def cell_name(config: str, key: str, value: Any) -> str:
     return f"{run_name(config)}-{key.split('.')[-1]}={value}".replace("/", "_")
 
 
+@holding("out_dir", "sweep output")
 def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,

@@ -15,6 +15,18 @@ import torch
 from solo_hyper.config import ConfigError, crop_counts, small_images
 from solo_hyper.data import DATASETS
 
+LAST = "last.ckpt"
+
+
+def checkpoint_epoch(path: Path) -> int:
+    """N of ``epoch=N.ckpt`` (-1 for another name)."""
+    if not path.stem.startswith("epoch="):
+        return -1
+    try:
+        return int(path.stem.split("=", 1)[1].split("-")[0])
+    except (IndexError, ValueError):
+        return -1
+
 
 class CheckpointError(ConfigError):
     """A checkpoint that cannot be used; the message says why."""
@@ -23,18 +35,20 @@ class CheckpointError(ConfigError):
 def newest_checkpoint(
     run_dir: Path, expect_method: str | None = None, verify: bool = True
 ) -> Path | None:
-    """The newest checkpoint in ``run_dir`` (last.ckpt first), or None.
+    """The checkpoint a resume of ``run_dir`` uses, or None: ``last.ckpt`` (the newest state a
+    run writes, always renamed into place whole), else the epoch checkpoint of the highest epoch
+    (``epoch=N.ckpt``), else any other ``*.ckpt``, newest first (older versions' files).
 
-    ``verify``: only one torch can read (a SIGKILL during a write leaves a truncated file, so
-    resuming falls back to an older one). With ``expect_method``, a readable checkpoint of another
-    method is an error (resuming an HCL run directory with an EBCLR config would mix two runs).
+    ``verify``: only one torch can read (a file damaged on disk is skipped, with a message, for
+    the next in that order). With ``expect_method``, a readable checkpoint of another method is
+    an error (resuming an HCL run directory with an EBCLR config would mix two runs).
     """
-    candidates = [run_dir / "last.ckpt"] if (run_dir / "last.ckpt").is_file() else []
-    candidates += sorted(
-        (p for p in run_dir.glob("*.ckpt") if p.name != "last.ckpt"),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
+    others = [p for p in run_dir.glob("*.ckpt") if p.name != LAST]
+    candidates = [run_dir / LAST] if (run_dir / LAST).is_file() else []
+    candidates += sorted((p for p in others if checkpoint_epoch(p) >= 0),
+                         key=checkpoint_epoch, reverse=True)  # fmt: skip
+    candidates += sorted((p for p in others if p not in candidates),
+                         key=lambda p: p.stat().st_mtime, reverse=True)  # fmt: skip
     if not verify:
         return candidates[0] if candidates else None
     for path in candidates:

@@ -12,7 +12,11 @@ from solo_hyper.solo import adapter
 pl = adapter.LIGHTNING
 
 
-class NonFiniteLossError(RuntimeError):
+class RunStopped(RuntimeError):
+    """A run stopped on purpose, with a message that says what to do (the CLI exits with 3)."""
+
+
+class NonFiniteLossError(RunStopped):
     """Raised by NonFiniteLossGuard; the message names the step and the last finite checkpoint."""
 
 

@@ -1,63 +1,115 @@
-"""Which checkpoints a run keeps: ``last.ckpt`` always, epoch checkpoints every ``frequency``
-epochs, all of them (``checkpoint.keep_prev``, solo-learn's name) or the newest ``keep_last``."""
+"""Which checkpoints a run writes and keeps, and how they are written.
+
+A run directory holds one ``last.ckpt`` (the newest state: refreshed every ``every_n_steps``
+training steps and at the end of every epoch) and epoch checkpoints ``epoch=N.ckpt`` every
+``frequency`` epochs, all of them (``checkpoint.keep_prev``, solo-learn's name) or the newest
+``keep_last``. Every file is written to a temporary name and renamed over the old one, so a
+kill during a write, or a full disk, leaves the previous checkpoint whole; a failed write stops
+the run (``CheckpointWriteError``) with the path of the checkpoint a resume will use.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
+from solo_hyper.run.checkpoints import LAST, checkpoint_epoch
+from solo_hyper.run.guards import RunStopped
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
 
-
-class RetainingCheckpoint(pl.callbacks.ModelCheckpoint):
-    """Epoch checkpoints with a retention rule: all of them (``keep_prev``, solo-learn's name)
-    or the newest ``keep_last`` (``last.ckpt`` is kept apart, always)."""
-
-    def __init__(self, keep_prev: bool, keep_last: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.keep_prev, self.keep_last = keep_prev, keep_last
-
-    def _save_checkpoint(self, trainer, filepath: str) -> None:
-        super()._save_checkpoint(trainer, filepath)
-        if not self.keep_prev and trainer.is_global_zero:
-            prune_epoch_checkpoints(Path(self.dirpath), self.keep_last)
+class CheckpointWriteError(RunStopped):
+    """A checkpoint could not be written (full disk, ...); the previous one is intact."""
 
 
 def prune_epoch_checkpoints(run_dir: Path, keep_last: int) -> list[Path]:
     """Deletes all but the newest ``keep_last`` ``epoch=N.ckpt`` files; returns the deleted."""
-
-    def epoch(p: Path) -> int:
-        try:
-            return int(p.stem.split("=", 1)[1].split("-")[0])
-        except (IndexError, ValueError):
-            return -1
-
-    found = sorted((p for p in run_dir.glob("epoch=*.ckpt") if epoch(p) >= 0), key=epoch)
+    found = sorted((p for p in run_dir.glob("epoch=*.ckpt") if checkpoint_epoch(p) >= 0),
+                   key=checkpoint_epoch)  # fmt: skip
     doomed = found[: max(0, len(found) - keep_last)]
     for path in doomed:
         path.unlink(missing_ok=True)
     return doomed
 
 
+class RunCheckpoint(pl.callbacks.Checkpoint):
+    """Writes ``last.ckpt`` and the epoch checkpoints of a run (the only checkpoint writer).
+
+    A step checkpoint is taken when the next batch of the epoch starts, not when a step ends:
+    then every hook of the finished step has run (Lightning's own ``ModelCheckpoint`` saves in
+    ``on_train_batch_end``, before the module's hook and with the step counted as not completed,
+    so a resume trains that batch twice). Here the new batch is counted as ready but not started,
+    and a restart counts from the completed ones: exactly where the run stopped. The end of an
+    epoch is covered by the epoch checkpoint.
+    """
+
+    def __init__(self, run_dir: Path, every_n_steps: int | None, frequency: int,
+                 keep_prev: bool, keep_last: int) -> None:  # fmt: skip
+        self.run_dir = Path(run_dir)
+        self.every_n_steps, self.frequency = int(every_n_steps or 0), int(frequency)
+        self.keep_prev, self.keep_last = keep_prev, keep_last
+        self._saved_step = -1
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self._saved_step = int(trainer.global_step)  # a resumed run: its checkpoint is this step
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        step = int(trainer.global_step)
+        if (self.every_n_steps and batch_idx > 0 and step % self.every_n_steps == 0
+                and step != self._saved_step):  # fmt: skip
+            self.write(trainer, self.run_dir / LAST)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        epoch = int(trainer.current_epoch)
+        if self.frequency and (epoch + 1) % self.frequency == 0:
+            path = self.run_dir / f"epoch={epoch}.ckpt"
+            self.write(trainer, path)
+            self.copy(trainer, path, self.run_dir / LAST)
+            if not self.keep_prev and trainer.is_global_zero:
+                prune_epoch_checkpoints(self.run_dir, self.keep_last)
+        else:
+            self.write(trainer, self.run_dir / LAST)
+
+    def write(self, trainer: Any, path: Path) -> None:
+        """``trainer.save_checkpoint`` (on every rank: it gathers) to a temporary file that rank 0
+        renames over ``path``."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            trainer.save_checkpoint(str(tmp))
+            if trainer.is_global_zero:
+                tmp.replace(path)
+        except OSError as err:
+            self.failed(trainer, path, tmp, err)
+        self._saved_step = int(trainer.global_step)
+
+    def copy(self, trainer: Any, source: Path, path: Path) -> None:
+        if not trainer.is_global_zero:
+            return
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            shutil.copyfile(source, tmp)
+            tmp.replace(path)
+        except OSError as err:
+            self.failed(trainer, path, tmp, err)
+
+    def failed(self, trainer: Any, path: Path, tmp: Path, err: OSError) -> None:
+        tmp.unlink(missing_ok=True)
+        last = self.run_dir / LAST
+        kept = f"the previous checkpoint {last} is intact" if last.is_file() else "no checkpoint was written yet"
+        raise CheckpointWriteError(
+            f"could not write checkpoint {path} at global step {trainer.global_step} "
+            f"({err.strerror or err}); {kept}. Free space in {self.run_dir.parent} (or point "
+            "checkpoint.dir elsewhere with the run directory moved there) and run the same "
+            "command again: it resumes from that checkpoint."
+        ) from None
+
+
 def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
-    """Epoch checkpoints (every ``frequency`` epochs, retained as ``keep_prev``/``keep_last``
-    say) and a ``last.ckpt`` that is also refreshed every ``every_n_steps`` training steps, so that
-    a killed run loses little."""
+    """The run's checkpoint writer, as the config's ``checkpoint`` section says."""
     ck = cfg["checkpoint"]
     if not ck["enabled"]:
         return []
-    out = [
-        RetainingCheckpoint(
-            bool(ck["keep_prev"]), int(ck["keep_last"]), dirpath=str(run_dir), filename="{epoch}",
-            save_last=True, save_top_k=-1, every_n_epochs=int(ck["frequency"]),
-        )  # fmt: skip
-    ]
-    if ck.get("every_n_steps"):
-        out.append(
-            pl.callbacks.ModelCheckpoint(
-                dirpath=str(run_dir), save_last=True, save_top_k=0,
-                every_n_train_steps=int(ck["every_n_steps"]),
-            )  # fmt: skip
-        )
-    return out
+    return [RunCheckpoint(run_dir, ck.get("every_n_steps"), int(ck["frequency"]),
+                          bool(ck["keep_prev"]), int(ck["keep_last"]))]  # fmt: skip

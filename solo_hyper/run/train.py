@@ -33,14 +33,16 @@ from solo_hyper.config import (
     small_images,
     validate,
 )
-from solo_hyper.data import DATASETS, build_dataloaders, build_datasets
+from solo_hyper.data import DATASETS, build_dataloaders, build_datasets, ensure_dataset
 from solo_hyper.run.checkpoints import read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.run.identity import (
     code_version,
     write_json_atomic,
 )
+from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
+from solo_hyper.run.resume import ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
 from solo_hyper.solo import adapter
@@ -124,6 +126,7 @@ def check_environment(cfg: dict) -> None:
     exist, the loggers' packages are installed, ``resume_from_checkpoint`` is a readable
     checkpoint of the same method. (``prepare`` checks the config itself, on any machine.)"""
     check_data_paths(cfg["data"])
+    ensure_dataset(cfg["data"])  # absent and not downloadable (no network): a clear error now
     check_trainer_devices(cfg.get("accelerator"), cfg.get("devices"))
     check_logger_packages(loggers(cfg))
     if cfg["resume_from_checkpoint"] is not None:
@@ -213,6 +216,15 @@ def pretrain(
     """
     cfg = prep.cfg
     check_environment(cfg)
+    run_dir = plan_run(cfg, on_mismatch).run_dir  # refuses another config's run, writes nothing
+    with hold(run_dir):  # one writer per run directory, for the whole run
+        return _pretrain_locked(prep, quiet, callbacks, on_mismatch, log)
+
+
+def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: str, log) -> dict:
+    """``pretrain`` once the run directory is held: planned again (another process may have
+    finished or advanced the run while this one started)."""
+    cfg = prep.cfg
     plan = plan_run(cfg, on_mismatch)
     run_dir = plan.run_dir
     if plan.status == "finished":
@@ -237,7 +249,8 @@ def pretrain(
     info = open_run(plan, cfg)
 
     throughput = Throughput()
-    callbacks = [*callbacks, throughput, *checkpoint_callbacks(cfg, run_dir)]
+    callbacks = [*callbacks, throughput, ExactResume(int(cfg["seed"]), train_loader),
+                 *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
     # methods may bring their own callbacks (EBCLR: the replay buffer)

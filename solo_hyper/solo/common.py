@@ -185,6 +185,9 @@ class PluginMixin:
             return batch
         with torch.no_grad():
             if self.trainer.training:
+                seed_batch = getattr(self, "seed_training_batch", None)
+                if seed_batch is not None:  # run.resume.ExactResume: per-batch random states
+                    seed_batch()
                 indexes, images, targets = batch
                 if isinstance(images, (list, tuple)):
                     return [indexes, self.pipeline_crops(list(images)), targets]
