@@ -179,7 +179,7 @@ def test_module_losses_equal_the_functions():
     torch.testing.assert_close(hyperbolic(z), want)
     torch.testing.assert_close(hyperbolic(z, ids), want)
     sphere = InfoNCELoss(0.5)
-    torch.testing.assert_close(sphere(v), contrastive_loss(v, ids, 0.5, "cosine"))
+    torch.testing.assert_close(sphere(v), contrastive_loss(v, ids, 0.5, make_space("sphere")))
     ebclr = EBCLRLoss(0.1, space=make_space("poincare", 0.1), chunk_size=4)
     zs = map_to_space(v[:4], ebclr.space)
     loss, parts = ebclr(z[:6, 1:], z[6:, 1:], zs)

@@ -67,7 +67,11 @@ BAD = [
         {"optimizer": {"name": "sdg"}},
         "optimizer.name 'sdg'.*did you mean 'sgd'",
     ),
-    ("unknown distance", {"method_kwargs": {"distance": "euclid"}}, "distance must be one of"),
+    (
+        "the removed distance key",
+        {"method_kwargs": {"distance": "cosine"}},
+        "unknown .*'method_kwargs.distance'.*'geometry'",
+    ),
     (
         "bad rrc scale",
         {"augmentations": [{"crop_size": 28, "rrc": {"crop_min_scale": 0.0}}]},

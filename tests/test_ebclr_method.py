@@ -131,7 +131,7 @@ def test_registered_and_forward_keys_with_the_reference_projector():
 
 @pytest.mark.parametrize(
     "space_kwargs",
-    [{"distance": "sq_euclidean"}, {"geometry": "poincare"}, {"geometry": "lorentz"},
+    [{"geometry": "sphere"}, {"geometry": "poincare"}, {"geometry": "lorentz"},
      {"geometry": "poincare", "chunk_size": 3}],
 )  # fmt: skip
 def test_fast_dev_run_fit_writes_the_sgld_outputs_back(space_kwargs):

@@ -5,7 +5,7 @@ The pure Poincare functions stay importable from here (``from solo_hyper.geometr
 expmap0, poincare_distance_matrix, ...``). Torch only.
 """
 
-from solo_hyper.geometry.gram import ASINH_SQRT, LINEAR, SQRT, GramForm, Kernel
+from solo_hyper.geometry.gram import ASINH_SQRT, LINEAR, SQRT, GramForm, Kernel, sq_floor
 from solo_hyper.geometry.lorentz import (
     lorentz_distance_matrix,
     lorentz_expmap0,
@@ -18,20 +18,18 @@ from solo_hyper.geometry.lorentz import (
 from solo_hyper.geometry.manifolds import (
     CURVED,
     GEOMETRIES,
-    LEGACY_DISTANCES,
     Euclidean,
     Lorentz,
     Manifold,
     PoincareBall,
     Sphere,
     check_geometry,
+    check_space,
     make_space,
-    resolve_space,
     space_from_dict,
 )
 from solo_hyper.geometry.poincare import (
     Curvature,
-    _sq_distance_floor,
     ball_margin,
     check_curvature,
     clip_features,
@@ -43,6 +41,8 @@ from solo_hyper.geometry.poincare import (
     poincare_distance_factors,
     poincare_distance_matrix,
     project,
+    sqrt_curvature,
+    upcast_half,
 )
 
 __all__ = [
@@ -53,17 +53,16 @@ __all__ = [
     "GEOMETRIES",
     "GramForm",
     "Kernel",
-    "LEGACY_DISTANCES",
     "LINEAR",
     "Lorentz",
     "Manifold",
     "PoincareBall",
     "SQRT",
     "Sphere",
-    "_sq_distance_floor",
     "ball_margin",
     "check_curvature",
     "check_geometry",
+    "check_space",
     "clip_features",
     "expmap0",
     "hyperbolic_float32",
@@ -81,6 +80,8 @@ __all__ = [
     "poincare_distance_matrix",
     "poincare_to_lorentz",
     "project",
-    "resolve_space",
     "space_from_dict",
+    "sq_floor",
+    "sqrt_curvature",
+    "upcast_half",
 ]
