@@ -28,6 +28,7 @@ __all__ = [
     "check_curvature",
     "clip_features",
     "expmap0",
+    "hyperbolic_float32",
     "logmap0",
     "mobius_add",
     "poincare_distance",
