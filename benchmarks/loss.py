@@ -5,7 +5,7 @@ makes them (``expmap0`` of unit vectors: every point at hyperbolic distance 2 fr
 and the same temperature; solo-learn 1.0.2's ``simclr_loss_func(z1, z2, temperature)`` (which
 L2-normalises them) is the baseline. Variants:
 
-- ``fused``: ``contrastive_loss(distance="poincare")``, hand-written backward (the default);
+- ``fused``: ``contrastive_loss`` on the Poincare ball, hand-written backward (the default);
 - ``plain``: the same loss through plain autograd (``fused=False``);
 - ``geoopt``: geoopt's broadcasting ``PoincareBall(c).dist(x[:, None], y[None])`` in the same
   InfoNCE: (2N)^2 D memory, the way hyperbolic losses are often written;
@@ -29,11 +29,12 @@ import torch.nn.functional as F
 
 from benchmarks.memory import peak_bytes
 from benchmarks.timing import Row, Stat, interleaved, paired_ratios, summarize
-from solo_hyper.geometry import expmap0
+from solo_hyper.geometry import expmap0, make_space
 from solo_hyper.losses import contrastive_loss
 
 TEMPERATURE = 0.2
 CURVATURE = 0.1
+BALL = make_space("poincare", CURVATURE)
 DIM = 128
 CHUNK = 512
 
@@ -78,13 +79,13 @@ def loss_fns(z: torch.Tensor, ids: torch.Tensor, names: tuple[str, ...]) -> dict
         return step
 
     def ours(fused: bool) -> Callable[[], torch.Tensor]:
-        return lambda: contrastive_loss(z, ids, TEMPERATURE, "poincare", CURVATURE, fused=fused)
+        return lambda: contrastive_loss(z, ids, TEMPERATURE, BALL, fused=fused)
 
     table: dict[str, Callable[[], torch.Tensor]] = {
         "simclr": lambda: simclr(z[:n], z[n:], TEMPERATURE),
         "fused": ours(True),
         "chunked": lambda: contrastive_loss(
-            z, ids, TEMPERATURE, "poincare", CURVATURE, chunk_size=CHUNK
+            z, ids, TEMPERATURE, BALL, chunk_size=CHUNK
         ),
         "plain": ours(False),
         "geoopt": lambda: geoopt_info_nce(z, n),
@@ -98,7 +99,7 @@ def compiled_plain(z: torch.Tensor, ids: torch.Tensor) -> Callable[[], torch.Ten
     """``torch.compile`` of the plain-autograd loss (shapes fixed, compiled on first call)."""
 
     def plain(z: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        return contrastive_loss(z, ids, TEMPERATURE, "poincare", CURVATURE, fused=False)
+        return contrastive_loss(z, ids, TEMPERATURE, BALL, fused=False)
 
     compiled = torch.compile(plain, dynamic=False)
     return lambda: compiled(z, ids)

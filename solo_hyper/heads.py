@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_hyper.geometry import Curvature, Manifold, clip_features, make_space
+from solo_hyper.geometry import Curvature, Manifold, clip_features, make_space, upcast_half
 
 __all__ = ["HyperbolicProjector", "SpaceProjector", "map_to_space", "mlp_projector"]
 
@@ -32,8 +32,7 @@ def map_to_space(
     ball's tangent vector: distances bounded by 4 for any c, so the logits -d/tau never
     underflow; HCL's ablation, section 4.4).
     """
-    if v.dtype in (torch.float16, torch.bfloat16):
-        v = v.float()
+    v = upcast_half(v)
     with torch.autocast(device_type=v.device.type, enabled=False):
         if normalize:
             v = F.normalize(v, dim=-1)
@@ -77,20 +76,6 @@ class SpaceProjector(nn.Module):
     def forward(self, feats: torch.Tensor) -> torch.Tensor:
         return self.to_space(self.mlp(feats))
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001
-        """Reads checkpoints of the earlier heads: ``raw_curvature`` on the head itself (now
-        on its space; the fixed curvature is the config's and needs no state) and a bare MLP
-        (``0.weight``, now ``mlp.0.weight``)."""
-        legacy = prefix + "raw_curvature"
-        if legacy in state_dict:
-            value = state_dict.pop(legacy)
-            if self.space.learnable:
-                state_dict[prefix + "space.raw_curvature"] = value
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            if key[len(prefix) :].split(".", 1)[0].isdigit():
-                state_dict[prefix + "mlp." + key[len(prefix) :]] = state_dict.pop(key)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
 
 class HyperbolicProjector(SpaceProjector):
     """solo-learn's MLP projector onto a hyperbolic space (Poincare ball by default, HCL's head;
@@ -114,7 +99,3 @@ class HyperbolicProjector(SpaceProjector):
             normalize,
             clip_radius,
         )
-
-    def to_ball(self, v: torch.Tensor) -> torch.Tensor:
-        """The earlier name of :meth:`to_space`."""
-        return self.to_space(v)

@@ -62,6 +62,42 @@ def fake_loaders(
     return DataLoader(train, shuffle=True, drop_last=True, **kw), DataLoader(val, **kw)
 
 
+def assert_model_follows_config(model: torch.nn.Module, cfg: dict) -> None:
+    """The built model is the config's: its crops (large = the largest crop size), the
+    projector's dimensions, the embedding space (geometry, curvature, learnable or not) and a
+    forward pass on two crops of the configured size whose z are points of that space."""
+    crops = cfg["augmentations"]
+    largest = max(a["crop_size"] for a in crops)
+    large = sum(a["num_crops"] for a in crops if a["crop_size"] == largest)
+    assert (model.num_large_crops, model.num_small_crops) == (
+        large, sum(a["num_crops"] for a in crops) - large
+    )
+    kw = cfg["method_kwargs"]
+    dino = type(model).__name__ == "DINO"  # its projector is "head", its z the prototype scores
+    head = model.head if dino else model.projector
+    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears[0].in_features == model.features_dim
+    if "proj_hidden_dim" in kw:
+        assert linears[0].out_features == kw["proj_hidden_dim"]
+    space = getattr(model, "embedding_space", None)
+    if "geometry" in kw:
+        assert space is not None and space.name == kw["geometry"]
+        if space.curved:
+            assert float(space.curvature) == pytest.approx(kw["curvature"])
+            assert space.learnable == kw["learnable_curvature"]
+    else:
+        assert space is None
+    model.eval()
+    with torch.no_grad():
+        z = model(torch.rand(2, 3, largest, largest))["z"]
+    if "proj_output_dim" in kw:
+        out_dim = kw["num_prototypes" if dino else "proj_output_dim"]
+        out_dim = out_dim if space is None else space.point_dim(out_dim)
+        assert z.shape == (2, out_dim)
+    if space is not None:  # on the space: projecting is the identity
+        torch.testing.assert_close(space.project(z), z, rtol=1e-5, atol=1e-5)
+
+
 class SoloCrops(torch.utils.data.Dataset):
     """A training set as solo-learn's CPU pipeline makes it: (index, [crop, crop], target), each
     crop normalised with ``mean``/``std``; ``flip``: each crop flipped or not by torch's global

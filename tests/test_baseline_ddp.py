@@ -121,7 +121,7 @@ def test_two_rank_baseline_losses_equal_one_process_on_the_whole_batch_and_ours(
     models = {
         "simclr": _model("simclr", temperature=0.2),
         "supcon": _model("supcon", temperature=0.2),
-        "hcl_cosine": _model("hcl", temperature=0.2, distance="cosine"),
+        "hcl_cosine": _model("hcl", temperature=0.2, geometry="sphere"),
     }
     ranks = _run_two_ranks(models)
     whole = _losses(models, _data(models["simclr"].features_dim), slice(None))

@@ -16,6 +16,7 @@ from solo_hyper.losses import (
     InfoNCELoss,
     contrastive_loss,
     ebclr_loss,
+    infonce,
 )
 from solo_hyper.losses.ebclr import ebclr_log_density
 from solo_hyper.losses.infonce import auto_chunk_size
@@ -153,10 +154,28 @@ def test_ebclr_terms_chunked_equal_unchunked(geometry):
         _assert_same(run(chunk), want, 1e-10)
 
 
-def test_auto_chunk_size_fits_a_quarter_of_free_memory():
-    k = auto_chunk_size(10**9, 10**6, torch.device("cpu"), torch.float32)
-    assert 1 <= k < 10**9
-    assert auto_chunk_size(16, 16, torch.device("cpu"), torch.float32) == 16
+def test_auto_chunk_size_follows_the_free_memory(monkeypatch):
+    """K blocks of five K x M buffers fill at most a quarter of the free memory the device
+    reports (mocked here: host MemAvailable and CUDA's mem_get_info alike), and K + 1 would not."""
+    free = {"bytes": 4 * 2**30}
+    monkeypatch.setattr(infonce, "free_memory_bytes", lambda device: free["bytes"])
+    cpu = torch.device("cpu")
+    m = 1000
+    for dtype, size in ((torch.float32, 4), (torch.float64, 8)):
+        k = auto_chunk_size(10**9, m, cpu, dtype)
+        assert k * 5 * m * size <= free["bytes"] / 4 < (k + 1) * 5 * m * size, (dtype, k)
+    k = auto_chunk_size(10**9, m, cpu, torch.float32)
+    free["bytes"] *= 2
+    assert auto_chunk_size(10**9, m, cpu, torch.float32) in (2 * k, 2 * k + 1)
+    assert auto_chunk_size(100, m, cpu, torch.float32) == 100  # never more than the anchors
+    free["bytes"] = 10  # less than one row: still one anchor per block
+    assert auto_chunk_size(10**9, m, cpu, torch.float32) == 1
+    free["bytes"] = None  # unreadable: no split
+    assert auto_chunk_size(77, m, cpu, torch.float32) == 77
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**30, 2**34))
+    k = auto_chunk_size(10**9, m, torch.device("cuda"), torch.float32)
+    assert k * 5 * m * 4 <= 2**30 / 4 < (k + 1) * 5 * m * 4
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "big", True])
@@ -179,7 +198,7 @@ def test_module_losses_equal_the_functions():
     torch.testing.assert_close(hyperbolic(z), want)
     torch.testing.assert_close(hyperbolic(z, ids), want)
     sphere = InfoNCELoss(0.5)
-    torch.testing.assert_close(sphere(v), contrastive_loss(v, ids, 0.5, "cosine"))
+    torch.testing.assert_close(sphere(v), contrastive_loss(v, ids, 0.5, make_space("sphere")))
     ebclr = EBCLRLoss(0.1, space=make_space("poincare", 0.1), chunk_size=4)
     zs = map_to_space(v[:4], ebclr.space)
     loss, parts = ebclr(z[:6, 1:], z[6:, 1:], zs)

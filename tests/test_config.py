@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_config
+from conftest import assert_model_follows_config, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError, load_config, parse_override
@@ -67,7 +67,11 @@ BAD = [
         {"optimizer": {"name": "sdg"}},
         "optimizer.name 'sdg'.*did you mean 'sgd'",
     ),
-    ("unknown distance", {"method_kwargs": {"distance": "euclid"}}, "distance must be one of"),
+    (
+        "the removed distance key",
+        {"method_kwargs": {"distance": "cosine"}},
+        "unknown .*'method_kwargs.distance'.*'geometry'",
+    ),
     (
         "bad rrc scale",
         {"augmentations": [{"crop_size": 28, "rrc": {"crop_min_scale": 0.0}}]},
@@ -91,13 +95,14 @@ def test_bad_config_is_rejected_with_a_clear_message(case, sections, message):
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[str(p) for p in CONFIGS])
-def test_every_shipped_config_parses_and_builds_its_model(path):
+def test_every_shipped_config_builds_the_model_it_describes(path):
     from solo_hyper.solo import adapter
 
     prep = prepare(str(path))
-    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-    assert model.solo_hyper_config["method"] == prep.cfg["method"]
     assert prep.cfg["method"] == path.stem
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    assert isinstance(model, adapter.registered_methods()[path.stem])
+    assert_model_follows_config(model, prep.cfg)
 
 
 def test_shipped_configs_cover_the_paper_recipes():

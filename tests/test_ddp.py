@@ -24,15 +24,16 @@ from solo_hyper.solo import adapter
 
 B, D = 6, 5  # per rank
 BALL = make_space("poincare", 0.5)
+SPHERE = make_space("sphere")
 
 
 def _losses(z1, z2, z3, ids, labels):
     """Every method's loss on (local or whole) views; ids/labels aligned with z1's rows."""
     return {
-        "hcl": contrastive_loss(torch.cat([z1, z2]), ids.repeat(2), 0.2, "poincare", 0.5),
-        "shcl": contrastive_loss(torch.cat([z1, z2]), labels.repeat(2), 0.2, "poincare", 0.5),
-        "rhcl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, "poincare", 0.5)[0],
-        "rocl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, "cosine", 0.5)[0],
+        "hcl": contrastive_loss(torch.cat([z1, z2]), ids.repeat(2), 0.2, BALL),
+        "shcl": contrastive_loss(torch.cat([z1, z2]), labels.repeat(2), 0.2, BALL),
+        "rhcl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, BALL)[0],
+        "rocl": robust_contrastive_loss(z1, z2, z3, ids, 0.2, 0.5, SPHERE)[0],
         "ebclr": ebclr_loss(z1, z2, z3, 0.1, 1e-3, 0.1)[0],
         "ebclr_poincare": ebclr_loss(
             z1, z2, BALL.expmap0(F.normalize(z3, dim=-1)), 0.1, 1e-3, 0.1, BALL,
@@ -78,8 +79,8 @@ def _worker(rank: int, port: int, queue) -> None:
             out[name] = value.item()
         # the contrastive methods use points on the ball for all three views
         z = [ball(r[rows]) for r in raw]
-        out["rhcl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, "poincare", 0.5)[0].item()
-        out["rocl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, "cosine", 0.5)[0].item()
+        out["rhcl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, BALL)[0].item()
+        out["rocl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, SPHERE)[0].item()
         dist.destroy_process_group()
         queue.put((rank, out))
     except Exception:
@@ -104,8 +105,8 @@ def test_two_ranks_with_gathered_negatives_equal_one_process_on_the_whole_batch(
     raw, ball, ids, labels = _views()
     whole = _losses(ball(raw[0]), ball(raw[1]), raw[2], ids, labels)
     z = [ball(r) for r in raw]
-    whole["rhcl"] = robust_contrastive_loss(*z, ids, 0.2, 0.5, "poincare", 0.5)[0]
-    whole["rocl"] = robust_contrastive_loss(*z, ids, 0.2, 0.5, "cosine", 0.5)[0]
+    whole["rhcl"] = robust_contrastive_loss(*z, ids, 0.2, 0.5, BALL)[0]
+    whole["rocl"] = robust_contrastive_loss(*z, ids, 0.2, 0.5, SPHERE)[0]
     for name, value in whole.items():
         ranks_mean = (results[0][name] + results[1][name]) / 2
         assert ranks_mean == pytest.approx(value.item(), rel=1e-5, abs=1e-5), name

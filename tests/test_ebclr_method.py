@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-from conftest import SoloCrops, fake_loaders, tiny_config
+from conftest import SoloCrops, assert_model_follows_config, fake_loaders, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import to_float_rgb
@@ -131,7 +131,7 @@ def test_registered_and_forward_keys_with_the_reference_projector():
 
 @pytest.mark.parametrize(
     "space_kwargs",
-    [{"distance": "sq_euclidean"}, {"geometry": "poincare"}, {"geometry": "lorentz"},
+    [{"geometry": "sphere"}, {"geometry": "poincare"}, {"geometry": "lorentz"},
      {"geometry": "poincare", "chunk_size": 3}],
 )  # fmt: skip
 def test_fast_dev_run_fit_writes_the_sgld_outputs_back(space_kwargs):
@@ -628,10 +628,11 @@ EBCLR_CONFIGS = [
 
 
 @pytest.mark.parametrize("path", EBCLR_CONFIGS)
-def test_shipped_ebclr_configs_build(path):
+def test_shipped_ebclr_configs_build_the_model_they_describe(path):
     prep = prepare(path)
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-    assert model.solo_hyper_config["method"] == prep.cfg["method"]
+    assert isinstance(model, adapter.registered_methods()[prep.cfg["method"]])
+    assert_model_follows_config(model, prep.cfg)
 
 
 @pytest.mark.parametrize("dataset, rho", [("fashionmnist", 0.6), ("cifar10", 0.2)])

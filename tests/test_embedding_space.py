@@ -85,35 +85,18 @@ def test_checkpoints_without_the_record_fall_back_to_the_config(tmp_path):
     assert "embedding_space" not in ckpt
     space = embedding_space(None, cfg, ckpt)
     assert space.name == "lorentz" and space.curvature == pytest.approx(0.3)
-    # a config of the old spelling: distance: cosine is the sphere
-    old = {"method_kwargs": {"distance": "cosine", "geometry": "poincare", "curvature": 0.1}}
-    assert embedding_space(None, old).name == "sphere"
-    assert hyperbolic_space(None, old) is None
+    sphere = {"method_kwargs": {"geometry": "sphere"}}
+    assert embedding_space(None, sphere).name == "sphere"
+    assert hyperbolic_space(None, sphere) is None
     assert embedding_space(None, {"method_kwargs": {}}) is None  # solo's own methods
 
 
-def test_the_old_distance_key_still_builds_its_space():
-    assert build("hcl", distance="cosine").embedding_space.name == "sphere"
-    assert build("ebclr", distance="poincare").embedding_space.name == "poincare"
+def test_each_method_builds_its_configured_space():
+    assert build("hcl").embedding_space.name == "poincare"
+    assert build("hcl", geometry="sphere").embedding_space.name == "sphere"
+    assert build("ebclr", geometry="poincare").embedding_space.name == "poincare"
     assert build("ebclr").embedding_space.name == "sphere"
     assert build("rocl").embedding_space.name == "sphere"
-
-
-def test_state_dicts_of_the_earlier_heads_load(tmp_path):
-    """HCL heads kept raw_curvature on the head; cosine and EBCLR heads were bare MLPs."""
-    hcl = build("hcl", learnable_curvature=True)
-    state = hcl.state_dict()
-    state["projector.raw_curvature"] = state.pop("projector.space.raw_curvature") + 1.0
-    hcl.load_state_dict(state, strict=True)
-    assert float(hcl.embedding_space.raw_curvature) == pytest.approx(float(state[
-        "projector.raw_curvature"]))  # fmt: skip
-    fixed = build("hcl")
-    state = {**fixed.state_dict(), "projector.raw_curvature": torch.tensor(-2.25)}
-    fixed.load_state_dict(state, strict=True)  # a fixed curvature is the config's
-    sphere = build("rocl")
-    state = {k.replace("projector.mlp.", "projector."): v for k, v in sphere.state_dict().items()}
-    assert "projector.0.weight" in state
-    sphere.load_state_dict(state, strict=True)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +107,7 @@ def test_state_dicts_of_the_earlier_heads_load(tmp_path):
         ({"geometry": "lorentz", "curvature": 0.0}, r"curvature must be > 0"),
         ({"chunk_size": 0}, r"method_kwargs.chunk_size must be a positive integer, 'auto'"),
         ({"chunk_size": 2.5}, r"chunk_size must be a positive integer"),
-        ({"distance": "euclid"}, r"distance must be one of"),
+        ({"distance": "cosine"}, r"unknown .*'method_kwargs.distance'.*'geometry'"),
     ],
 )
 @pytest.mark.parametrize("method", ["hcl", "ebclr"])

@@ -10,7 +10,7 @@ import pytest
 from solo_hyper.run.train import prepare
 
 PAIRS = [("hcl", "simclr"), ("shcl", "supcon"), ("rhcl", "rocl")]
-GEOMETRY = {"curvature", "geometry", "distance", "normalize", "clip_radius", "learnable_curvature"}
+GEOMETRY = {"curvature", "geometry", "normalize", "clip_radius", "learnable_curvature"}
 # how the loss is computed, not what: the chunked InfoNCE equals the fused one (test_chunked_*)
 COMPUTATION = {"chunk_size"}
 CASES = [

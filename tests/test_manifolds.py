@@ -245,3 +245,18 @@ def test_hyperbolic_ebclr_terms_are_the_same_in_both_models():
         results[name] = (loss, parts["disc"], parts["gen"], ebclr_log_density(z1, z2, 0.1, space))
     for got, want in zip(results["lorentz"], results["poincare"]):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ball_margin_and_hyperboloid_radius_are_what_the_maps_produce(dtype):
+    """Two names, two meanings: the ball keeps ``boundary_margin`` from its boundary, the
+    hyperboloid caps sqrt(c) * (distance to the origin) at ``max_radius``."""
+    c, far = 0.4, torch.full((3, 4), 1e4, dtype=dtype)
+    ball, hyperboloid = make_space("poincare", c), make_space("lorentz", c)
+    norms = ball.expmap0(far).norm(dim=1)
+    expected = (1 - ball.boundary_margin(dtype)) / c**0.5
+    torch.testing.assert_close(norms, torch.full_like(norms, expected))
+    origin = hyperboloid.expmap0(torch.zeros(1, 4, dtype=dtype))
+    radius = c**0.5 * hyperboloid.distance_matrix(hyperboloid.expmap0(far), origin)
+    torch.testing.assert_close(radius, torch.full_like(radius, hyperboloid.max_radius(dtype)))
+    assert not hasattr(ball, "max_radius") and not hasattr(hyperboloid, "boundary_margin")

@@ -11,6 +11,7 @@ from conftest import fake_loaders, tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError
+from solo_hyper.geometry import make_space
 from solo_hyper.losses import contrastive_loss
 from solo_hyper.losses.robust import robust_contrastive_loss
 from solo_hyper.run.train import prepare
@@ -159,17 +160,17 @@ def _poincare_distance(x: torch.Tensor, y: torch.Tensor, c: float) -> torch.Tens
     return torch.acosh(1 + 2 * c * sq / den) / math.sqrt(c)
 
 
-def _similarity(a: torch.Tensor, b: torch.Tensor, distance: str, c: float, tau: float) -> float:
-    if distance == "poincare":
+def _similarity(a: torch.Tensor, b: torch.Tensor, geometry: str, c: float, tau: float) -> float:
+    if geometry == "poincare":
         return float(-_poincare_distance(a, b, c) / tau)
     return float(F.cosine_similarity(a, b, dim=0) / tau)
 
 
-def _info_nce(views: list[torch.Tensor], ids: list[int], distance: str, c: float, tau: float):
+def _info_nce(views: list[torch.Tensor], ids: list[int], geometry: str, c: float, tau: float):
     """Mean over anchors of -1/|P| sum_p s_ap + log sum_{a' != a} exp s_aa', written as loops."""
     total = 0.0
     for i, zi in enumerate(views):
-        sims = {j: _similarity(zi, zj, distance, c, tau) for j, zj in enumerate(views) if j != i}
+        sims = {j: _similarity(zi, zj, geometry, c, tau) for j, zj in enumerate(views) if j != i}
         positives = [j for j in sims if ids[j] == ids[i]]
         log_den = math.log(sum(math.exp(s) for s in sims.values()))
         total += -sum(sims[p] for p in positives) / len(positives) + log_den
@@ -183,25 +184,26 @@ def _ball_points(n: int, d: int, c: float, seed: int) -> torch.Tensor:
     return F.normalize(v, dim=1) * radius
 
 
-@pytest.mark.parametrize("distance", ["poincare", "cosine"])
+@pytest.mark.parametrize("geometry", ["poincare", "sphere"])
 @pytest.mark.parametrize("adv_is_clean", [True, False])
-def test_eq11_loss_matches_the_documented_expression(distance, adv_is_clean):
+def test_eq11_loss_matches_the_documented_expression(geometry, adv_is_clean):
+    space = make_space(geometry, 0.3)
     c, tau, lam, n = 0.3, 0.5, 1 / 256, 5
     z, zp = _ball_points(n, 4, c, 1), _ball_points(n, 4, c, 2)
     z_adv = z.clone() if adv_is_clean else _ball_points(n, 4, c, 3)
     ids = torch.arange(n)
 
-    total, first, reg = robust_contrastive_loss(z, zp, z_adv, ids, tau, lam, distance, c)
+    total, first, reg = robust_contrastive_loss(z, zp, z_adv, ids, tau, lam, space)
 
     labels = list(range(n)) * 3
-    expected_first = _info_nce([*z, *zp, *z_adv], labels, distance, c, tau)
-    expected_reg = _info_nce([*z_adv, *zp], labels[: 2 * n], distance, c, tau)
+    expected_first = _info_nce([*z, *zp, *z_adv], labels, geometry, c, tau)
+    expected_reg = _info_nce([*z_adv, *zp], labels[: 2 * n], geometry, c, tau)
     assert float(first) == pytest.approx(expected_first, rel=1e-6)
     assert float(reg) == pytest.approx(expected_reg, rel=1e-6)
     assert float(total) == pytest.approx(expected_first + lam * expected_reg, rel=1e-6)
     if adv_is_clean:
         # x_adv = x: the regulariser is the plain pair loss of HCL / SimCLR (Eq. 6)
-        assert float(reg) == pytest.approx(_info_nce([*z, *zp], labels[: 2 * n], distance, c, tau))
+        assert float(reg) == pytest.approx(_info_nce([*z, *zp], labels[: 2 * n], geometry, c, tau))
 
 
 def test_training_step_with_zero_budget_is_eq11_on_the_clean_crops_plus_the_probe():

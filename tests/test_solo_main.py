@@ -24,6 +24,7 @@ import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import DEFAULT_CROP
 from solo_hyper.cli.run_solo import resolve_hydra_args, run_solo
 from solo_hyper.config import ConfigError
+from solo_hyper.geometry import make_space
 from solo_hyper.methods import PLUGIN_METHODS
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
@@ -354,7 +355,7 @@ def test_shcls_baseline_under_main_is_the_mean_over_positives_supcon():
     with torch.no_grad():
         z = torch.cat([supcon(x)["z"] for x in crops])
         ids = targets.repeat(2)
-        want = contrastive_loss(z, ids, 0.2, distance="cosine")
+        want = contrastive_loss(z, ids, 0.2, make_space("sphere"))
         logsum = simclr_loss_func(z, indexes=ids, temperature=0.2)
         got_supcon = supcon.training_step(batch, 0)
         got_shcl = shcl.training_step(batch, 0)

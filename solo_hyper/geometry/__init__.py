@@ -5,82 +5,11 @@ The pure Poincare functions stay importable from here (``from solo_hyper.geometr
 expmap0, poincare_distance_matrix, ...``). Torch only.
 """
 
-from solo_hyper.geometry.gram import ASINH_SQRT, LINEAR, SQRT, GramForm, Kernel
-from solo_hyper.geometry.lorentz import (
-    lorentz_distance_matrix,
-    lorentz_expmap0,
-    lorentz_inner,
-    lorentz_logmap0,
-    lorentz_project,
-    lorentz_to_poincare,
-    poincare_to_lorentz,
-)
-from solo_hyper.geometry.manifolds import (
-    CURVED,
-    GEOMETRIES,
-    LEGACY_DISTANCES,
-    Euclidean,
-    Lorentz,
-    Manifold,
-    PoincareBall,
-    Sphere,
-    check_geometry,
-    make_space,
-    resolve_space,
-    space_from_dict,
-)
-from solo_hyper.geometry.poincare import (
-    Curvature,
-    _sq_distance_floor,
-    ball_margin,
-    check_curvature,
-    clip_features,
-    expmap0,
-    hyperbolic_float32,
-    logmap0,
-    mobius_add,
-    poincare_distance,
-    poincare_distance_factors,
-    poincare_distance_matrix,
-    project,
-)
+# Each submodule lists its public names once (its ``__all__``); the package re-exports those.
+from solo_hyper.geometry import gram, lorentz, manifolds, poincare
+from solo_hyper.geometry.gram import *  # noqa: F403
+from solo_hyper.geometry.lorentz import *  # noqa: F403
+from solo_hyper.geometry.manifolds import *  # noqa: F403
+from solo_hyper.geometry.poincare import *  # noqa: F403
 
-__all__ = [
-    "ASINH_SQRT",
-    "CURVED",
-    "Curvature",
-    "Euclidean",
-    "GEOMETRIES",
-    "GramForm",
-    "Kernel",
-    "LEGACY_DISTANCES",
-    "LINEAR",
-    "Lorentz",
-    "Manifold",
-    "PoincareBall",
-    "SQRT",
-    "Sphere",
-    "_sq_distance_floor",
-    "ball_margin",
-    "check_curvature",
-    "check_geometry",
-    "clip_features",
-    "expmap0",
-    "hyperbolic_float32",
-    "logmap0",
-    "lorentz_distance_matrix",
-    "lorentz_expmap0",
-    "lorentz_inner",
-    "lorentz_logmap0",
-    "lorentz_project",
-    "lorentz_to_poincare",
-    "make_space",
-    "mobius_add",
-    "poincare_distance",
-    "poincare_distance_factors",
-    "poincare_distance_matrix",
-    "poincare_to_lorentz",
-    "project",
-    "resolve_space",
-    "space_from_dict",
-]
+__all__ = sorted({*gram.__all__, *lorentz.__all__, *manifolds.__all__, *poincare.__all__})

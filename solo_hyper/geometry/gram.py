@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["ASINH_SQRT", "GramForm", "Kernel", "LINEAR", "SQRT"]
+__all__ = ["ASINH_SQRT", "GramForm", "Kernel", "LINEAR", "SQRT", "sq_floor"]
 
 
 def sq_floor(dtype: torch.dtype) -> float:

@@ -30,9 +30,9 @@ from solo_hyper.geometry.gram import ASINH_SQRT, GramForm
 from solo_hyper.geometry.poincare import (
     Curvature,
     _norm,
-    _sqrt,
     check_curvature,
     hyperbolic_float32,
+    sqrt_curvature,
 )
 
 __all__ = [
@@ -80,7 +80,7 @@ def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     r is capped at ``max_radius`` (the direction is kept, the gradient along it is zero there).
     """
     check_curvature(c)
-    r = _norm(v, _sqrt(c))
+    r = _norm(v, sqrt_curvature(c))
     r_max = max_radius(v.dtype)
     v = v * (r_max / r).clamp_max(1.0)
     r = r.clamp_max(r_max)
@@ -97,7 +97,7 @@ def lorentz_logmap0(x: torch.Tensor, c: Curvature) -> torch.Tensor:
     sqrt(c) x_0 rounds to 1.
     """
     check_curvature(c)
-    s = _norm(x[..., 1:], _sqrt(c))
+    s = _norm(x[..., 1:], sqrt_curvature(c))
     return x[..., 1:] * (torch.asinh(s) / s)
 
 
@@ -113,7 +113,7 @@ def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> Gra
     a = torch.cat([x[:, :1], -x[:, 1:]], dim=1) * (c / 2)
     a = torch.cat([a, half], dim=1)
     b = torch.cat([y, torch.ones_like(y[:, :1])], dim=1)
-    return GramForm(a, b, ASINH_SQRT, 2 / _sqrt(c))
+    return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
 
 
 @hyperbolic_float32
@@ -132,7 +132,7 @@ def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> t
 def lorentz_to_poincare(x: torch.Tensor, c: Curvature) -> torch.Tensor:
     """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0)."""
     check_curvature(c)
-    return x[..., 1:] / (1 + _sqrt(c) * x[..., :1])
+    return x[..., 1:] / (1 + sqrt_curvature(c) * x[..., :1])
 
 
 @hyperbolic_float32
@@ -140,5 +140,5 @@ def poincare_to_lorentz(p: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2))."""
     check_curvature(c)
     sq = c * (p * p).sum(-1, keepdim=True)
-    sqrt_c = _sqrt(c)
+    sqrt_c = sqrt_curvature(c)
     return torch.cat([(1 + sq) / sqrt_c, 2 * p], dim=-1) / (1 - sq)

@@ -48,6 +48,7 @@ from solo_hyper.geometry.poincare import (
     poincare_distance_factors,
     poincare_distance_matrix,
     project,
+    sqrt_curvature,
 )
 
 __all__ = [
@@ -59,9 +60,8 @@ __all__ = [
     "PoincareBall",
     "Sphere",
     "check_geometry",
-    "LEGACY_DISTANCES",
+    "check_space",
     "make_space",
-    "resolve_space",
     "space_from_dict",
 ]
 
@@ -82,7 +82,7 @@ class Manifold(nn.Module):
         check_curvature(curvature)
         if not learnable:
             # a python float (exact in float64 maths, no device sync), or a tensor owned
-            # elsewhere (e.g. a learnable curvature passed in by a legacy call)
+            # elsewhere (e.g. another module's learnable curvature, shared)
             self._fixed = curvature if isinstance(curvature, torch.Tensor) else float(curvature)
             return
         c = float(curvature)
@@ -128,6 +128,11 @@ class Manifold(nn.Module):
     def similarity_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
         """The contrastive score whose 1/temperature multiple is a logit: -distance here."""
         return self.distance_form(x, y).scaled(-1.0)
+
+    def energy_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """The energy D(x, y) of an energy-based model on the space (EBCLR's -log q(x, y) up to
+        tau): the geodesic distance here; the flat spaces declare the squared one."""
+        return self.distance_form(x, y)
 
     def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """All pairwise geodesic distances (N, M) of x (N, P), y (M, P), in float32 or float64."""
@@ -189,6 +194,11 @@ class Euclidean(Manifold):
         b = torch.cat([-2 * y, torch.ones_like(y_sq), y_sq], dim=1)
         return GramForm(a, b, SQRT, 1.0)
 
+    def energy_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """||x - y||^2: the distance form without its square root."""
+        form = self.distance_form(x, y)
+        return GramForm(form.a, form.b, LINEAR, form.scale)
+
 
 class Sphere(Manifold):
     """The unit sphere S^{D-1} in R^D: the space of cosine-similarity losses (SimCLR, SupCon).
@@ -216,8 +226,9 @@ class Sphere(Manifold):
     def similarity_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
         return GramForm(F.normalize(x, dim=1), F.normalize(y, dim=1), LINEAR, 1.0)
 
-    def chordal_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
-        """||x/|x| - y/|y|||^2 = 2 - 2 cos, as a = (x^, 1), b = (-2 y^, 2) (EBCLR's energy)."""
+    def energy_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
+        """The squared chordal distance ||x/|x| - y/|y|||^2 = 2 - 2 cos, as a = (x^, 1),
+        b = (-2 y^, 2) (EBCLR's D; raw projections are normalised, as the paper does)."""
         a, b = F.normalize(x, dim=1), F.normalize(y, dim=1)
         a = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
         b = torch.cat([-2 * b, torch.full_like(b[:, :1], 2.0)], dim=1)
@@ -251,13 +262,14 @@ class PoincareBall(Manifold):
     def project(self, x: torch.Tensor) -> torch.Tensor:
         return project(x, self.curvature_for(x))
 
-    def margin(self, dtype: torch.dtype) -> float:
+    def boundary_margin(self, dtype: torch.dtype) -> float:
+        """The relative margin ``project`` keeps from the boundary in ``dtype``."""
         return ball_margin(dtype)
 
     def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
         c = self.curvature_for(x)
         a, b = poincare_distance_factors(x, y, c)
-        return GramForm(a, b, ASINH_SQRT, 2 / _sqrt(c))
+        return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
 
     def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return poincare_distance_matrix(x, y, self.curvature_for(x))
@@ -287,15 +299,12 @@ class Lorentz(Manifold):
     def point_dim(self, tangent_dim: int) -> int:
         return tangent_dim + 1
 
-    def margin(self, dtype: torch.dtype) -> float:
+    def max_radius(self, dtype: torch.dtype) -> float:
+        """The cap of ``expmap0`` on sqrt(c) * (distance to the origin) in ``dtype``."""
         return max_radius(dtype)
 
     def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
         return lorentz_distance_form(x, y, self.curvature_for(x))
-
-
-def _sqrt(c: Curvature) -> Curvature:
-    return c.sqrt() if isinstance(c, torch.Tensor) else math.sqrt(c)
 
 
 # the conformal factor of the ball at its origin: the differential of the isometry ball ->
@@ -342,22 +351,14 @@ def make_space(
     return cls()
 
 
-# the earlier ``distance`` names of losses and configs, and the geometry each one meant
-LEGACY_DISTANCES = {"poincare": "poincare", "cosine": "sphere", "sq_euclidean": "sphere"}
-
-
-def resolve_space(space: Manifold | str, curvature: Curvature | None = None) -> Manifold:
-    """A ``Manifold`` as it is, or the space a geometry name or an earlier ``distance`` name
-    ("cosine", "sq_euclidean": the sphere) stands for (hyperbolic: curvature, default 0.1)."""
-    if isinstance(space, Manifold):
-        return space
-    name = LEGACY_DISTANCES.get(space, space)
-    if name not in _SPACES:
+def check_space(space: object, where: str = "space") -> Manifold:
+    """``space`` if it is a ``Manifold``, else a ValueError that says how to build one."""
+    if not isinstance(space, Manifold):
         raise ValueError(
-            f"space must be a Manifold, a geometry {GEOMETRIES} or one of the earlier distance "
-            f"names {tuple(LEGACY_DISTANCES)}, got {space!r}"
+            f"{where} must be a Manifold, e.g. geometry.make_space('poincare', 0.1) (one of "
+            f"{GEOMETRIES}), got {space!r}"
         )
-    return make_space(name, 0.1 if curvature is None else curvature)
+    return space
 
 
 def space_from_dict(description: dict) -> Manifold:

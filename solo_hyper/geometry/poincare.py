@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import torch
 
+from solo_hyper.geometry.gram import ASINH_SQRT
+
 Curvature = float | torch.Tensor
 
 __all__ = [
@@ -26,16 +28,25 @@ __all__ = [
     "check_curvature",
     "clip_features",
     "expmap0",
+    "hyperbolic_float32",
     "logmap0",
     "mobius_add",
     "poincare_distance",
     "poincare_distance_factors",
     "poincare_distance_matrix",
     "project",
+    "sqrt_curvature",
+    "upcast_half",
 ]
 
 
 _HALF = (torch.float16, torch.bfloat16)
+
+
+def upcast_half(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision tensors (float16, bfloat16) as float32; float32 and float64 as they are
+    (gradchecks run in float64). The one upcast of geometry, losses and heads."""
+    return x.float() if x.dtype in _HALF else x
 
 
 def hyperbolic_float32(fn: Callable) -> Callable:
@@ -50,9 +61,7 @@ def hyperbolic_float32(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         device = tensors[0].device.type if tensors else "cpu"
-        args = tuple(
-            a.float() if isinstance(a, torch.Tensor) and a.dtype in _HALF else a for a in args
-        )
+        args = tuple(upcast_half(a) if isinstance(a, torch.Tensor) else a for a in args)
         with torch.autocast(device_type=device, enabled=False):
             return fn(*args, **kwargs)
 
@@ -82,7 +91,8 @@ def ball_margin(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float64 else 4e-3
 
 
-def _sqrt(c: Curvature) -> Curvature:
+def sqrt_curvature(c: Curvature) -> Curvature:
+    """sqrt(c) of a python float or a tensor (no device sync, differentiable)."""
     return c.sqrt() if isinstance(c, torch.Tensor) else math.sqrt(c)
 
 
@@ -109,7 +119,7 @@ def expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     large ||v||; follow with :func:`project`.
     """
     check_curvature(c)
-    scaled_norm = _norm(v, _sqrt(c))
+    scaled_norm = _norm(v, sqrt_curvature(c))
     return v * (torch.tanh(scaled_norm) / scaled_norm)
 
 
@@ -118,7 +128,7 @@ def logmap0(y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Logarithmic map at the origin, inverse of :func:`expmap0`:
     artanh(sqrt(c)||y||) y / (sqrt(c)||y||)."""
     check_curvature(c)
-    scaled_norm = _norm(y, _sqrt(c))
+    scaled_norm = _norm(y, sqrt_curvature(c))
     return y * (_artanh_below_one(scaled_norm) / scaled_norm)
 
 
@@ -130,7 +140,7 @@ def project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
     points that rounded onto or past the boundary, where 1 - c||x||^2 <= 0.
     """
     check_curvature(c)
-    max_norm = (1.0 - ball_margin(x.dtype)) / _sqrt(c)
+    max_norm = (1.0 - ball_margin(x.dtype)) / sqrt_curvature(c)
     return x * (max_norm / _norm(x)).clamp_max(1.0)
 
 
@@ -169,29 +179,12 @@ def poincare_distance(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.T
     with a zero (finite) gradient.
     """
     check_curvature(c)
-    sqrt_c = _sqrt(c)
+    sqrt_c = sqrt_curvature(c)
     diff = mobius_add(-x, y, c)
     sq_norm = (diff * diff).sum(dim=-1)
     # sqrt'(0) is infinite; flooring at the smallest normal number gives zero gradient at 0.
     norm = sq_norm.clamp_min(torch.finfo(diff.dtype).tiny).sqrt()
     return (2 / sqrt_c) * _artanh_below_one(sqrt_c * norm)
-
-
-def _asinh_sqrt(q: torch.Tensor) -> torch.Tensor:
-    """asinh(sqrt(q)) for q >= 0, accurate for small q: log1p(r + q / (1 + sqrt(1 + q))), r = sqrt q.
-
-    (torch.asinh is also exact, but is not vectorised on CPU and costs ~50x a log.)
-    """
-    return torch.log1p(q.sqrt() + q / (1 + (1 + q).sqrt()))
-
-
-def _sq_distance_floor(dtype: torch.dtype) -> float:
-    """Floor for q = c||x-y||^2 / ((1-c||x||^2)(1-c||y||^2)) before its square root.
-
-    eps(dtype)^2 changes distances by about (2/sqrt c) eps, below rounding, and makes the
-    gradient at (numerically) identical points zero instead of infinite.
-    """
-    return torch.finfo(dtype).eps ** 2
 
 
 def _conformal_denominator(sq_norm: torch.Tensor, c: Curvature) -> torch.Tensor:
@@ -223,8 +216,7 @@ def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> 
     denominator = (
         _conformal_denominator(x_sq, c)[:, None] * _conformal_denominator(y_sq, c)[None, :]
     )
-    q = (c * sq_dist / denominator).clamp_min(_sq_distance_floor(x.dtype))
-    return (2 / _sqrt(c)) * _asinh_sqrt(q)
+    return (2 / sqrt_curvature(c)) * ASINH_SQRT(c * sq_dist / denominator)
 
 
 def poincare_distance_factors(

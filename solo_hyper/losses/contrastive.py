@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from solo_hyper.distributed import gather_with_grad, rank
-from solo_hyper.geometry import Curvature, Manifold, resolve_space
+from solo_hyper.geometry import Manifold, check_space, upcast_half
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
@@ -24,19 +24,15 @@ from solo_hyper.losses.infonce import (
     info_nce_reference,
 )
 
-Distance = Literal["poincare", "cosine"]
-
-__all__ = ["Distance", "contrastive_loss"]
+__all__ = ["contrastive_loss"]
 
 
 def contrastive_loss(
     z: torch.Tensor,
     targets: torch.Tensor,
     temperature: float | torch.Tensor,
-    distance: Manifold | Distance | None = None,
-    c: Curvature | None = None,
+    space: Manifold,
     *,
-    space: Manifold | None = None,
     fused: bool = True,
     chunk_size: int | Literal["auto"] | None = None,
 ) -> torch.Tensor:
@@ -51,25 +47,24 @@ def contrastive_loss(
         any non-zero vectors and normalises them).
     targets: (M,) integer ids; rows sharing an id are positives of each other (instance ids for
         the self-supervised loss, class labels for the supervised one).
-    space: the embedding space; ``distance``/``c`` are the older spelling ("poincare" with
-        curvature c, "cosine"), and ``distance`` may be the space itself.
+    space: the embedding space (``geometry.make_space``; the head's own, a learnt curvature
+        included).
     chunk_size: None for the fused path; an integer K (or "auto": the largest K whose blocks
         take a quarter of the device's free memory) for blocks of K anchors, the same values
         and gradients in O(K M) memory.
     Anchors without positives are left out; if no anchor has one the loss is 0 (still attached
-    to the graph). Under torch.distributed the local rows are the anchors and every rank's rows
-    (gathered with gradients) are the candidates, so all ranks must pass the same M.
+    to the graph). Under torch.distributed (the gather rule of every loss here) the local rows
+    are the anchors and every rank's rows (gathered with gradients) are the candidates, so all
+    ranks must pass the same M.
     The math runs in float32 even under autocast (float64 stays float64). ``fused=False`` is
     the plain autograd reference.
     """
-    if space is None:
-        space = resolve_space("poincare" if distance is None else distance, c)
+    check_space(space)
     _validate(z, targets, temperature)
     check_chunk_size(chunk_size)
 
     with torch.autocast(device_type=z.device.type, enabled=False):
-        if z.dtype in (torch.float16, torch.bfloat16):
-            z = z.float()
+        z = upcast_half(z)
         z_all = gather_with_grad(z)
         targets_all = gather_with_grad(targets)
         offset = rank() * z.shape[0]

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from solo_hyper.distributed import gather_with_grad, rank, world_size
-from solo_hyper.geometry import LINEAR, Euclidean, GramForm, Manifold, Sphere, resolve_space
+from solo_hyper.geometry import GramForm, Manifold, Sphere, check_space, upcast_half
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
@@ -43,14 +43,16 @@ from solo_hyper.losses.infonce import (
 
 __all__ = ["ebclr_distance_matrix", "ebclr_energy_form", "ebclr_log_density", "ebclr_loss"]
 
+
 def ebclr_energy_form(space: Manifold, z: Tensor, z_ref: Tensor) -> GramForm:
-    """D(z_i, z_ref_j) as a Gram form (see the module docstring for D per space)."""
-    if isinstance(space, Sphere):
-        return space.chordal_form(z, z_ref)
-    form = space.distance_form(z, z_ref)
-    if isinstance(space, Euclidean):  # the squared distance: phi(P) = P
-        return GramForm(form.a, form.b, LINEAR, form.scale)
-    return form
+    """D(z_i, z_ref_j) as a Gram form: the space's declared ``energy_form`` (the module
+    docstring gives D per space)."""
+    return space.energy_form(z, z_ref)
+
+
+def _space_or_sphere(space: Manifold | None) -> Manifold:
+    """The given space, or the unit sphere (the paper's D) when there is none."""
+    return Sphere() if space is None else check_space(space)
 
 
 def _check_temperature(temperature: float) -> None:
@@ -60,10 +62,10 @@ def _check_temperature(temperature: float) -> None:
 
 
 def _upcast(z: Tensor) -> Tensor:
-    """Half-precision tensors go to float32; float32/float64 are kept (gradcheck uses float64)."""
+    """Floating projections in float32 or float64 (``upcast_half``); integer ones are an error."""
     if not z.is_floating_point():
         raise TypeError(f"projections must be floating point, got {z.dtype}")
-    return z.float() if z.dtype in (torch.float16, torch.bfloat16) else z
+    return upcast_half(z)
 
 
 def _check_2d(name: str, z: Tensor) -> None:
@@ -79,11 +81,10 @@ def _resolve_chunk(chunk_size, n: int, m: int, z: Tensor) -> int | None:
     return chunk_size
 
 
-def ebclr_distance_matrix(
-    z: Tensor, z_ref: Tensor, space: Manifold | str | None = None, c: float | None = None
-) -> Tensor:
-    """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast."""
-    space = resolve_space("sq_euclidean" if space is None else space, c)
+def ebclr_distance_matrix(z: Tensor, z_ref: Tensor, space: Manifold | None = None) -> Tensor:
+    """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast
+    (``space`` None: the sphere)."""
+    space = _space_or_sphere(space)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
     if z.shape[1] != z_ref.shape[1]:
@@ -96,8 +97,7 @@ def ebclr_log_density(
     z: Tensor,
     z_ref: Tensor,
     temperature: float,
-    space: Manifold | str | None = None,
-    c: float | None = None,
+    space: Manifold | None = None,
     *,
     chunk_size: int | str | None = None,
 ) -> Tensor:
@@ -106,10 +106,11 @@ def ebclr_log_density(
     z: (N, P) projections (points of ``space``) of the views whose density is evaluated; z_ref:
     (M, P) projections of the batch's second views (all M are used, nothing is masked).
     Returns (N,), float32 (float64 for float64 inputs). This is also the SGLD target (pass
-    z_ref detached).
+    z_ref detached); ``space`` None: the sphere. Local rows only (a density, not a loss: no
+    gather).
     """
     _check_temperature(temperature)
-    space = resolve_space("sq_euclidean" if space is None else space, c)
+    space = _space_or_sphere(space)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
     with torch.autocast(device_type=z.device.type, enabled=False):
@@ -126,9 +127,7 @@ def ebclr_loss(
     temperature: float = 0.1,
     lambda1: float = 1e-3,
     lambda2: float = 0.1,
-    space: Manifold | str | None = None,
-    c: float | None = None,
-    gather: bool = True,
+    space: Manifold | None = None,
     *,
     regularised: Sequence[Tensor] | None = None,
     chunk_size: int | str | None = None,
@@ -143,12 +142,13 @@ def ebclr_loss(
     lambda1 * l2), "l2" (unweighted), "logq_data" (mean log q(v1)) and "logq_sgld" (mean
     log q(x~)). Gradients flow into all inputs (z2 through both terms, as in the official code).
 
-    Under DDP (``gather``) the local views are anchors against the gathered views of all ranks
-    (negatives and log q references), and the lambda1 sum counts the local rows world_size
-    times, so that the ranks' mean loss equals the single-process loss on the whole batch.
+    Under torch.distributed (the gather rule of ``contrastive_loss`` too) the local views are
+    anchors against the gathered views of all ranks (negatives and log q references), and the
+    lambda1 sum counts the local rows world_size times, so that the ranks' mean loss equals the
+    single-process loss on the whole batch.
     """
     _check_temperature(temperature)
-    space = resolve_space("sq_euclidean" if space is None else space, c)
+    space = _space_or_sphere(space)
     for name, z in (("z1", z1), ("z2", z2), ("z_sgld", z_sgld)):
         _check_2d(name, z)
     if z1.shape != z2.shape:
@@ -166,7 +166,7 @@ def ebclr_loss(
     with torch.autocast(device_type=z1.device.type, enabled=False):
         z1f, z2f, zsf = _upcast(z1), _upcast(z2), _upcast(z_sgld)
         b, dim = z1.shape
-        world = world_size() if gather else 1
+        world = world_size()
         views = torch.cat([z1f, z2f])
         ids = torch.arange(b, device=z1.device).repeat(2)
         if world > 1:

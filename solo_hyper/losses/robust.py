@@ -2,8 +2,7 @@
 
 Both terms are :func:`contrastive_loss` (SupCon's mean-over-positives InfoNCE) on stacked views
 with instance ids, so one code path serves every space: the Poincare ball (RHCL), the sphere's
-cosine (RoCL). ``space`` also takes the older names "poincare" (with c) and "cosine".
-Pure torch.
+cosine (RoCL). Pure torch.
 
 Relation to RoCL's code: its main term sums the six positive pairs of the 3B batch and divides
 by 3B, i.e. twice the mean-over-positives form used here; with the same ``lambda_adv`` the
@@ -16,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.geometry import Curvature, Manifold, resolve_space
-from solo_hyper.losses.contrastive import Distance, contrastive_loss
+from solo_hyper.geometry import Manifold
+from solo_hyper.losses.contrastive import contrastive_loss
 
 __all__ = ["adversarial_view_loss", "robust_contrastive_loss"]
 
@@ -27,8 +26,7 @@ def adversarial_view_loss(
     z_pos: torch.Tensor,
     ids: torch.Tensor,
     temperature: float | torch.Tensor,
-    space: Manifold | Distance = "poincare",
-    c: Curvature = 0.1,
+    space: Manifold,
     *,
     chunk_size: int | str | None = None,
 ) -> torch.Tensor:
@@ -39,7 +37,7 @@ def adversarial_view_loss(
     """
     return contrastive_loss(
         torch.cat([z_adv, z_pos]), ids.repeat(2), temperature,
-        space=resolve_space(space, c), chunk_size=chunk_size,
+        space=space, chunk_size=chunk_size,
     )  # fmt: skip
 
 
@@ -50,8 +48,7 @@ def robust_contrastive_loss(
     ids: torch.Tensor,
     temperature: float | torch.Tensor,
     lambda_adv: float,
-    space: Manifold | Distance = "poincare",
-    c: Curvature = 0.1,
+    space: Manifold,
     *,
     chunk_size: int | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -66,7 +63,6 @@ def robust_contrastive_loss(
     the 3B views, where x's duplicate is one of the positives (s = -d/tau = 0 for the Poincare
     distance, 1/tau for cosine).
     """
-    space = resolve_space(space, c)
     first = contrastive_loss(
         torch.cat([z, z_pos, z_adv]), ids.repeat(3), temperature, space=space,
         chunk_size=chunk_size,

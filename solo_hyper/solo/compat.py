@@ -21,7 +21,7 @@ solo-learn main:
   -log(sum_p e^{s_ip} / sum_{a != i} e^{s_ia}) (SupCon's L_in), where 1.0.2's SupCon and this
   plugin's SHCL average the log-probability over the positives (L_out, SHCL's Eq. 8): with class
   labels (or more than two crops) the two are different losses, so main's are made L_out, the
-  same ``contrastive_loss(distance='cosine')`` as on 1.0.2 (with one positive they are equal).
+  same ``contrastive_loss`` on the sphere as on 1.0.2 (with one positive they are equal).
 Both versions: SwAV and DeepCluster V2 make buffers at train start, without which a checkpoint
 of theirs does not load; DeepCluster V2 has no cluster assignments in its first epoch, and its
 loss, a mean over zero assigned samples, is 0/0 = NaN (which the non-finite-loss guard stops
@@ -43,7 +43,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from solo_hyper.distributed import gather_with_grad, rank
+from solo_hyper.geometry import Sphere
 from solo_hyper.losses import contrastive_loss
+
+_SPHERE = Sphere()  # cosine logits, solo's SimCLR loss
 
 
 @contextlib.contextmanager
@@ -112,7 +115,7 @@ class LightningGradientClipping:
 class GatheredSimCLR:
     """SimCLR / SupCon whose candidates are every rank's views (solo main's SimCLR gathers).
 
-    The loss is this plugin's ``contrastive_loss(distance='cosine')``, which equals 1.0.2's
+    The loss is this plugin's ``contrastive_loss`` on the sphere, which equals 1.0.2's
     ``simclr_loss_func`` (with or without the label positives) on one process and gathers with
     gradients under DDP, exactly as HCL's loss does. With small crops too it is the same
     mean-over-positives InfoNCE over all crops (1.0.2 uses a variant that leaves the other
@@ -134,7 +137,7 @@ class GatheredSimCLR:
         """InfoNCE of this rank's crops against every rank's; feats: per-crop (B, F)."""
         z = torch.cat([self.projector(f) for f in feats])
         ids = (targets if self.supervised else indexes).repeat(len(feats))
-        return contrastive_loss(z, ids, self.temperature, distance="cosine")
+        return contrastive_loss(z, ids, self.temperature, space=_SPHERE)
 
 
 # ------------------------------------------------------------------------------ mean over positives (main)
@@ -143,7 +146,7 @@ def mean_over_positives_loss(
 ) -> torch.Tensor:
     """main's ``simclr_loss_func(z, indexes, temperature)`` signature with SupCon's
     mean-over-positives InfoNCE (cosine logits, every rank's crops as candidates)."""
-    return contrastive_loss(z, indexes, temperature, distance="cosine")
+    return contrastive_loss(z, indexes, temperature, space=_SPHERE)
 
 
 class _MeanOverPositives:
