@@ -635,6 +635,22 @@ def test_shipped_ebclr_configs_build_the_model_they_describe(path):
     assert_model_follows_config(model, prep.cfg)
 
 
+@pytest.mark.parametrize("name", ["byol", "mocov2plus"])
+def test_the_table1_baselines_constant_ema_reaches_the_model(name):
+    """EBCLR's official BYOL/MoCo keep the EMA momentum constant: the config's
+    method_kwargs.base/final_tau_momentum reach the model under either solo-learn version
+    (1.0.2: constructor arguments; main: cfg.momentum)."""
+    path = f"configs/ebclr/baselines/fashionmnist-{name}.yaml"
+    prep = prepare(path)
+    kwargs = prep.cfg["method_kwargs"]
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    updater = model.momentum_updater
+    assert (updater.base_tau, updater.final_tau) == (
+        kwargs["base_tau_momentum"], kwargs["final_tau_momentum"]
+    )
+    assert updater.base_tau == updater.final_tau  # constant, not solo's 0.99 -> 1 schedule
+
+
 @pytest.mark.parametrize("dataset, rho", [("fashionmnist", 0.6), ("cifar10", 0.2)])
 def test_official_configs_carry_the_reference_settings(dataset, rho):
     cfg = yaml.safe_load(Path(f"configs/ebclr/{dataset}-official.yaml").read_text())

@@ -344,7 +344,12 @@ def test_shcls_baseline_under_main_is_the_mean_over_positives_supcon():
 
     supcon = build("supcon", temperature=0.2)
     shcl = build("shcl", temperature=0.2, geometry="sphere")
-    missing, unexpected = shcl.load_state_dict(supcon.state_dict(), strict=False)
+    # the same weights: solo's projector is an nn.Sequential, the plugin's head wraps it as .mlp
+    weights = {
+        k.replace("projector.", "projector.mlp.", 1) if k.startswith("projector.") else k: v
+        for k, v in supcon.state_dict().items()
+    }
+    missing, unexpected = shcl.load_state_dict(weights, strict=False)
     assert not unexpected and not [k for k in missing if not k.startswith("momentum")]
     g = torch.Generator().manual_seed(3)
     crops = [torch.rand(8, 3, 28, 28, generator=g) for _ in range(2)]

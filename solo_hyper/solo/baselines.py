@@ -7,7 +7,8 @@ defaults) and main's ``scripts/pretrain/cifar/<method>.yaml`` (keys a YAML does 
 defaults main's method reads with ``omegaconf_select``). Only keys the method's code reads are
 listed, per version: 1.0.2 takes its momentum settings as constructor arguments
 (``base_tau_momentum``, ``final_tau_momentum``, ``momentum_classifier``), main reads them from
-``cfg.momentum`` (``MOMENTUM`` here). This plugin's own methods declare their ``ARGS`` and are
+``cfg.momentum``; a config gives the EMA schedule as ``method_kwargs.base_tau_momentum`` /
+``final_tau_momentum`` under both versions (``main_cfg`` moves them into ``cfg.momentum``). This plugin's own methods declare their ``ARGS`` and are
 not in the table; ``base`` and ``linear`` are solo's base classes, not methods.
 
 The adapters call ``baseline_defaults_for`` (defaults of a class), ``patch_baseline`` (checks
@@ -224,10 +225,13 @@ def baseline_defaults(name: str, api: str) -> dict[str, Any]:
     if api not in entry.apis:
         raise KeyError(f"{name} is not a method of solo-learn {VERSION[api]}")
     out = {**entry.kwargs, **entry.only.get(api, {})}
-    if api == V1 and entry.momentum is not None:  # 1.0.2 takes them as constructor arguments
+    if entry.momentum is not None:
+        # the EMA schedule has 1.0.2's constructor names under both versions; main reads it from
+        # cfg.momentum, where solo_hyper.solo.main_cfg moves these two keys
         base_tau, final_tau = entry.momentum
-        out.update(base_tau_momentum=base_tau, final_tau_momentum=final_tau,
-                   momentum_classifier=True)  # fmt: skip
+        out.update(base_tau_momentum=base_tau, final_tau_momentum=final_tau)
+        if api == V1:
+            out["momentum_classifier"] = True
     return {k: list(v) if isinstance(v, list) else v for k, v in out.items()}
 
 

@@ -46,6 +46,12 @@ def solo_config(
     std = data.get("std")
     entry = BASELINES.get(cfg["method"])
     momentum = entry.momentum if entry is not None and entry.momentum else (0.99, 1.0)
+    method_kwargs = copy.deepcopy(dict(cfg["method_kwargs"]))
+    if entry is not None and entry.momentum:  # the plugin's names of main's cfg.momentum
+        momentum = (
+            float(method_kwargs.pop("base_tau_momentum", momentum[0])),
+            float(method_kwargs.pop("final_tau_momentum", momentum[1])),
+        )
     return {
         "name": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
@@ -55,7 +61,7 @@ def solo_config(
             "kwargs": copy.deepcopy(dict(cfg["backbone"].get("kwargs") or {})),
             "cifar_stem": bool(small_images),
         },
-        "method_kwargs": copy.deepcopy(dict(cfg["method_kwargs"])),
+        "method_kwargs": method_kwargs,
         "data": {
             "dataset": data["dataset"],
             "num_classes": int(num_classes),

@@ -114,6 +114,18 @@ class _BackboneFactory:
         return _solo_safe(build_backbone(self.name, **kwargs))
 
 
+class _WithCifarStem:
+    """A solo backbone factory whose ResNets get the CIFAR stem (a class: it pickles for DDP)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def __call__(self, *args: Any, **kwargs: Any) -> nn.Module:
+        backbone = self.factory(*args, **kwargs)
+        cifar_stem_(backbone)
+        return backbone
+
+
 def register_backbones() -> None:
     """Adds this plugin's backbones to solo's table (used by BaseMethod and main_linear.py)."""
     for name in BACKBONES:
@@ -200,6 +212,8 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
         if native and self.backbone_name.startswith("resnet") and cfg.backbone.cifar_stem:
             if cfg.data.dataset not in CIFAR_DATASETS:  # solo's base did not do it
                 cifar_stem_(self.backbone)
+                # solo's BaseMomentumMethod builds its momentum backbone next, with this factory
+                self.base_model = _WithCifarStem(self.base_model)
         if self.knn_eval:
             self.knn = AccumulatingKNN(k=self.knn_k, distance_fx=cfg.knn_eval.distance_func)
         self.device_augmentation = (
