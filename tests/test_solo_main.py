@@ -103,7 +103,11 @@ def test_every_pretrain_config_translates_to_solo_main_layout(config):
             node = node[key]
         assert node is not None, field
     assert (out["data"]["num_large_crops"], out["data"]["num_small_crops"]) == prep.num_crops
-    assert out["method_kwargs"] == prep.cfg["method_kwargs"]
+    kwargs = dict(prep.cfg["method_kwargs"])
+    schedule = [kwargs.pop(k) for k in ("base_tau_momentum", "final_tau_momentum") if k in kwargs]
+    assert out["method_kwargs"] == kwargs  # the EMA schedule moves into main's cfg.momentum
+    if schedule:
+        assert [out["momentum"]["base_tau"], out["momentum"]["final_tau"]] == schedule
     assert out["backbone"]["cifar_stem"] is prep.small_images
     assert out["data"]["augment_on_device"] is prep.cfg["data"]["augment_on_device"]
     assert out["knn_eval"]["distance_func"] == "euclidean"
