@@ -149,7 +149,8 @@ def comparison_figure(
             m = sum(values) / n
             ax.plot([i - 0.25, i + 0.25], [m, m], color="black", lw=2, zorder=4)
             drawn.setdefault(title, []).append(method)
-        ax.set_xticks(range(len(methods)), [short[m] for m in methods], fontsize=8)
+        ax.set_xticks(range(len(methods)), [short[m] for m in methods], fontsize=8,
+                      rotation=25, ha="right")  # long config names stay legible  # fmt: skip
         ax.set_title(title + "\n(dots: seeds, bar: mean)", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         if not has_pairs:
@@ -171,7 +172,7 @@ def comparison_figure(
                         ha="center", fontsize=7, color=colour)  # fmt: skip
             drawn.setdefault(f"{title} paired", []).append(p["pair"])
         ax.axvline(0.0, color="black", lw=0.8, ls="--")
-        labels = [" - ".join(short.get(x, x) for x in p["pair"].split(" - ")) for p in pairs]
+        labels = [" -\n".join(short.get(x, x) for x in p["pair"].split(" - ")) for p in pairs]
         ax.set_yticks(range(len(pairs)), labels, fontsize=8)
         ax.set_ylim(-0.7, len(pairs) - 0.3)
         ax.set_title("A - B, mean paired difference\nwith 95% t-interval (hollow: holds 0)", fontsize=9)
