@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("solo_hyper.methods", "solo_hyper.callbacks"),
     ("solo_hyper.run",),
     ("solo_hyper.evaluation", "solo_hyper.export"),
+    ("solo_hyper.reproduce",),
     ("solo_hyper.cli", "solo_hyper.__main__"),
 ]
 TORCH_ONLY = LAYERS[0] + LAYERS[1]

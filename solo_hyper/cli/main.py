@@ -107,6 +107,27 @@ def _robust(args: argparse.Namespace) -> None:
     print(robust.markdown_table(rows))
 
 
+def _reproduce(args: argparse.Namespace) -> None:
+    from solo_hyper.config import ConfigError
+    from solo_hyper.reproduce import campaign
+
+    if args.list:
+        print(campaign.listing())
+        return
+    if args.table is None:
+        raise ConfigError("reproduce needs a table name (python -m solo_hyper reproduce --list "
+                          "names them)")  # fmt: skip
+    extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides, rows=args.rows,
+                 columns=args.columns, data_root=args.data_root)  # fmt: skip
+    if args.dry_run:
+        cells = campaign.plan(args.table, args.scale, out=args.out, **extra)
+        print(campaign.dry_run_text(args.table, args.scale, cells, args.out))
+        return
+    path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
+                              device=args.device, quiet=args.quiet, **extra)  # fmt: skip
+    print(path.read_text())
+
+
 def _export(args: argparse.Namespace) -> None:
     from solo_hyper.export import export_run
 
@@ -244,6 +265,27 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true")
         p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
         p.set_defaults(func=_robust)
+
+    p = sub.add_parser("reproduce", help="train, evaluate and tabulate one table of the papers "
+                       "beside the paper's numbers (reproduce --list names them)")  # fmt: skip
+    p.add_argument("table", nargs="?", default=None, help="e.g. hcl-table1")
+    p.add_argument("--list", action="store_true", help="the tables, their claims and budgets")
+    p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu",
+                   help="cpu: Fashion-MNIST, small CNN; gpu: the paper's recipe")  # fmt: skip
+    p.add_argument("--seeds", nargs="+", default=None, metavar="SEED", help="default: 0 1 2")
+    p.add_argument("--epochs", type=int, default=None, help="every run's max_epochs")
+    p.add_argument("--out", default="results/reproduce", help="runs in OUT/runs, tables in OUT")
+    p.add_argument("--set", dest="overrides", nargs="*", default=[], help="overrides for every run")
+    p.add_argument("--rows", nargs="+", default=None, help="only these rows (e.g. rocl rhcl)")
+    p.add_argument("--columns", nargs="+", default=None, help="only these columns (datasets)")
+    p.add_argument("--data-root", default=None,
+                   help="folder of the ImageFolder datasets of the GPU tables (default datasets/)")  # fmt: skip
+    p.add_argument("--linear-config", default=None,
+                   help="the linear evaluation of every run (default: each column's protocol)")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="the runs and the estimated time only")
+    p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_reproduce)
 
     p = sub.add_parser(
         "export",

@@ -1,0 +1,2 @@
+"""One command per paper table: the tables (``tables``), the papers' numbers
+(``paper_numbers.yaml``) and the campaign that trains, evaluates and tabulates them (``campaign``)."""

@@ -1,0 +1,455 @@
+"""``python -m solo_hyper reproduce TABLE --scale cpu|gpu``: train (or reuse) every run of a paper
+table, evaluate each with the comparison protocol (and robust-eval for HCL Table 3), and write
+one markdown table: mean ± std over seeds, the paired difference to each row's baseline with its
+95% interval, and the paper's number beside each cell.
+
+Every run is validated before the first trains, lives in ``OUT/runs/`` under a name fixed by its
+config, row and seed, and is reused when finished (the run identity: ``run.rundir.plan_run``), so
+a campaign stopped at any point restarts where it was and a finished one trains nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from solo_hyper.config import ConfigError, closest
+from solo_hyper.evaluation import tables
+from solo_hyper.evaluation.compare import (
+    check_linear,
+    evaluate_rows,
+    machine_note,
+    notes,
+    train_or_reuse,
+)
+from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
+from solo_hyper.evaluation.stats import mean, paired_interval, sample_std
+from solo_hyper.reproduce.tables import (
+    CPU_EVAL_S,
+    CPU_FINETUNE_S,
+    CPU_IMAGES_PER_S,
+    CPU_ROBUST_S,
+    NOT_RUNNABLE,
+    TABLES,
+    TRAIN_IMAGES,
+    Column,
+    Row,
+    Table,
+)
+from solo_hyper.run.identity import write_text_atomic
+from solo_hyper.run.lock import holding
+from solo_hyper.run.rundir import plan_run
+from solo_hyper.run.train import Prepared, check_environment, prepare
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: configs/ are read from here
+PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
+SCALES = ("cpu", "gpu")
+DEFAULT_SEEDS = (0, 1, 2)
+LINEAR_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
+RUN_KEYS = ["linear_acc1", "knn_top1", "linear_protocol", "linear_c", "epochs", "wall_time_s"]
+
+
+def table(name: str) -> Table:
+    if name in TABLES:
+        return TABLES[name]
+    known = ", ".join(TABLES)
+    if name in NOT_RUNNABLE:
+        raise ConfigError(f"{name} cannot be reproduced here: {NOT_RUNNABLE[name]}; the tables "
+                          f"are {known}")  # fmt: skip
+    raise ConfigError(f"unknown table {name!r}{closest(name, list(TABLES))}; the tables are {known} "
+                      "(python -m solo_hyper reproduce --list)")  # fmt: skip
+
+
+def paper_numbers() -> dict[str, dict]:
+    """{table: {'source', 'metric', 'cells': {(row, column, metric or None): value}}}."""
+    raw = yaml.safe_load(PAPER_NUMBERS.read_text())
+    out = {}
+    for name, entry in raw.items():
+        cells = {(c["row"], c["column"], c.get("metric")): c["value"] for c in entry["cells"]}
+        out[name] = {**entry, "cells": cells}
+    return out
+
+
+def listing() -> str:
+    lines = ["Tables (python -m solo_hyper reproduce TABLE --scale cpu|gpu):"]
+    for t in TABLES.values():
+        lines.append(f"  {t.name:<18} {t.title}")
+        lines.append(f"  {'':<18} claim: {t.claim}")
+        for column in t.scales["cpu"]:
+            epochs, subset = _epochs(column.overrides), _subset(column.overrides)
+            where = f"{subset:,} images" if subset else "the full split"
+            note = f"; {column.budget}" if column.budget else ""
+            lines.append(f"  {'':<18} cpu {column.name}: {epochs} epoch(s) on {where}{note}")
+    lines.append("Not runnable here:")
+    lines += [f"  {name:<18} {why}" for name, why in NOT_RUNNABLE.items()]
+    return "\n".join(lines)
+
+
+def _override(overrides, key: str) -> int | None:
+    for o in overrides:
+        if o.startswith(f"{key}="):
+            return int(o.split("=", 1)[1])
+    return None
+
+
+def _epochs(overrides) -> int | None:
+    return _override(overrides, "max_epochs")
+
+
+def _subset(overrides) -> int | None:
+    return _override(overrides, "data.train_subset")
+
+
+def budget(column: Column, cfg: dict | None = None) -> str:
+    """The budget as the runs have it (their resolved config), then the column's own note."""
+    if cfg is None:
+        return column.budget
+    data, epochs = cfg["data"], int(cfg["max_epochs"])
+    subset = data.get("train_subset")
+    images = subset or TRAIN_IMAGES.get(data["dataset"])
+    split = "the full training split" if not subset else "a training subset the seed draws"
+    size = f"{images:,} images" if images else "the training images"
+    text = (f"{data['dataset']}, {size} ({split}), {epochs} epoch{'s' * (epochs != 1)} of batch "
+            f"{cfg['optimizer']['batch_size']}, backbone {cfg['backbone']['name']}")  # fmt: skip
+    return text + (f"; {column.budget}" if column.budget else "")
+
+
+@dataclass
+class Cell:
+    """One run of the table: a row of a column, one seed."""
+
+    column: Column
+    row: Row
+    seed: int
+    prep: Prepared
+    status: str = "new"  # new | resume | extend | finished
+    estimate_s: float | None = None
+    result: dict = field(default_factory=dict)
+
+
+def _run_name(column: Column, row: Row, seed: int) -> str:
+    return seeded_name(run_label(row.config) + row.suffix + column.tag, seed)
+
+
+def _data_overrides(column: Column, data_root: str | None) -> list[str]:
+    if column.data_dir is None:
+        return []
+    folder = Path(data_root or "datasets") / column.data_dir
+    if not (folder / "train").is_dir():
+        raise ConfigError(
+            f"{column.name} needs its dataset at {folder}/train and {folder}/val (ImageFolder "
+            "trees); give the folder holding it with --data-root, or choose the columns that are "
+            "on this machine with --columns"
+        )
+    return [f"data.train_path={folder / 'train'}", f"data.val_path={folder / 'val'}"]
+
+
+def estimate(cell: Cell, scale: str) -> float | None:
+    """Seconds the cell still needs (CPU scale: the measured throughputs of ``tables``)."""
+    if cell.status == "finished" and not _needs_robust(cell):
+        return 0.0
+    if scale != "cpu":
+        return None
+    cfg = cell.prep.cfg
+    total = 0.0
+    if cell.status != "finished":
+        data = cfg["data"]
+        images = data.get("train_subset") or TRAIN_IMAGES.get(data["dataset"], 50000)
+        speed = CPU_IMAGES_PER_S.get(cfg["method"], 500.0)
+        total += int(cfg["max_epochs"]) * images / speed + CPU_EVAL_S
+    if cell.column.robust_config:
+        total += CPU_FINETUNE_S if cell.row.finetune else CPU_ROBUST_S
+    return total
+
+
+def plan(
+    name: str, scale: str, seeds=None, epochs: int | None = None, overrides=(), out: str = "",
+    rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
+) -> list[Cell]:  # fmt: skip
+    """Every cell of the table, validated (configs, seeds, rows, columns, data) before any work."""
+    spec = table(name)
+    if scale not in SCALES:
+        raise ConfigError(f"--scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    seed_list = parse_seeds(seeds if seeds is not None else DEFAULT_SEEDS)
+    if any(str(o).split("=", 1)[0] == "seed" for o in overrides):
+        raise ConfigError("give the seeds with --seeds, not --set seed=...")
+    chosen = spec.scales[scale]
+    if columns is not None:
+        names = [c.name for c in chosen]
+        for c in columns:
+            if c not in names:
+                raise ConfigError(f"--columns: {name} has no column {c!r} at scale {scale}"
+                                  f"{closest(c, names)}; its columns are {', '.join(names)}")  # fmt: skip
+        chosen = tuple(c for c in chosen if c.name in columns)
+    if rows is not None:
+        keys = list(dict.fromkeys(r.key for c in chosen for r in c.rows))
+        for r in rows:
+            if r not in keys:
+                raise ConfigError(f"--rows: {name} has no row {r!r}{closest(r, keys)}; its rows "
+                                  f"are {', '.join(keys)}")  # fmt: skip
+    runs_dir = Path(out) / "runs"
+    cells = []
+    for column in chosen:
+        extra_data = _data_overrides(column, data_root)
+        for row in column.rows:
+            if rows is not None and row.key not in rows:
+                continue
+            config = ROOT / row.config
+            if not config.is_file():
+                raise ConfigError(f"{row.config} is missing: reproduce reads the configs of a "
+                                  f"solo-hyper checkout ({ROOT})")  # fmt: skip
+            for seed in seed_list:
+                extra = [*column.overrides, *row.overrides, *extra_data, *overrides]
+                if epochs is not None:
+                    extra.append(f"max_epochs={epochs}")
+                extra += [f"checkpoint.dir={runs_dir}", f"name={_run_name(column, row, seed)}",
+                          f"seed={seed}"]  # fmt: skip
+                try:
+                    prep = prepare(str(config), extra)
+                except ConfigError as err:
+                    raise ConfigError(f"{name}, row {row.key}: {err}") from None
+                cells.append(Cell(column, row, seed, prep))
+    for cell in cells:
+        check_environment(cell.prep.cfg)
+        cell.status = plan_run(cell.prep.cfg, "new").status
+        cell.estimate_s = estimate(cell, scale)
+    return cells
+
+
+def _needs_robust(cell: Cell) -> bool:
+    if not cell.column.robust_config:
+        return False
+    run_dir = plan_run(cell.prep.cfg, "new").run_dir
+    return _robust_rows(cell, run_dir) is None
+
+
+def _robust_rows(cell: Cell, run_dir: Path) -> list[dict] | None:
+    """The stored robust evaluation of a run when it was made with this column's config."""
+    from solo_hyper.evaluation.robust import load_robust_config
+
+    stem = "finetune_adv" if cell.row.finetune else "robust_eval"
+    path = run_dir / "robust" / f"{stem}.json"
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    wanted = json.loads(json.dumps(load_robust_config(str(ROOT / cell.column.robust_config))["raw"]))
+    return stored["rows"] if stored.get("config") == wanted else None
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (no measured throughput at this scale)"
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def dry_run_text(name: str, scale: str, cells: list[Cell], out: str) -> str:
+    lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs"]
+    for c in cells:
+        lines.append(f"  [{c.status:>8}] {c.prep.cfg['name']:<48} {c.row.title} ({c.column.name}),"
+                     f" est. {_duration(c.estimate_s)}")  # fmt: skip
+    todo = [c.estimate_s for c in cells]
+    total = None if any(e is None for e in todo) else sum(todo)
+    done = sum(c.status == "finished" and not _needs_robust(c) for c in cells)
+    lines.append(f"{done}/{len(cells)} finished; estimated time left: {_duration(total)}")
+    return "\n".join(lines)
+
+
+class Tracker:
+    """Runs done / total and the time left, the estimate scaled by how long the runs of this
+    invocation took against their estimates."""
+
+    def __init__(self, cells: list[Cell], log: Callable[[str], None]) -> None:
+        self.cells, self.log, self.done = cells, log, 0
+        self.spent, self.estimated = 0.0, 0.0
+
+    def finished(self, cell: Cell, seconds: float) -> None:
+        self.done += 1
+        if cell.estimate_s:
+            self.spent, self.estimated = self.spent + seconds, self.estimated + cell.estimate_s
+        left = [c.estimate_s for c in self.cells[self.done:]]
+        ratio = self.spent / self.estimated if self.estimated else 1.0
+        eta = None if any(e is None for e in left) else sum(left) * ratio
+        self.log(f"[reproduce] {self.done}/{len(self.cells)} runs done ({cell.prep.cfg['name']}, "
+                 f"{seconds:.0f} s); estimated time left {_duration(eta)}")  # fmt: skip
+
+
+def _robust(cell: Cell, run_dir: Path, quiet: bool) -> list[dict]:
+    from solo_hyper.evaluation import robust
+
+    rows = _robust_rows(cell, run_dir)
+    if rows is None:
+        run = robust.finetune_adv if cell.row.finetune else robust.robust_eval
+        rows = run(str(run_dir), str(ROOT / cell.column.robust_config), [], log=lambda _: None,
+                   progress=not quiet)  # fmt: skip
+    return rows
+
+
+def _robust_metrics(rows: list[dict]) -> dict:
+    out = {}
+    for r in rows:
+        for key, value in r.items():
+            if key == "A_nat" or key.startswith("PGD-"):
+                out[f"{r['protocol']} {key}"] = value
+    return out
+
+
+@holding("out", "reproduce output")
+def reproduce(
+    name: str, scale: str, out: str, seeds=None, epochs: int | None = None, overrides=(),
+    rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
+    linear_config: str | None = None, device: str = "auto", quiet: bool = True,
+    log: Callable[[str], None] = print,
+) -> Path:  # fmt: skip
+    """Trains, evaluates and tabulates; returns the path of the markdown table."""
+    cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root)
+    check_linear([c.prep for c in cells], None, linear_config)
+    log(dry_run_text(name, scale, cells, out))
+    tracker = Tracker(cells, log)
+    for cell in cells:
+        start = time.perf_counter()
+        row = train_or_reuse(cell.prep, quiet)
+        linear = linear_config or (
+            str(ROOT / cell.column.linear_config) if cell.column.linear_config else None
+        )
+        row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet)[0]
+        if cell.column.robust_config:
+            row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet)))
+        cell.result = row
+        tracker.finished(cell, time.perf_counter() - start)
+    path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides)}.md"
+    write_text_atomic(path, markdown(TABLES[name], scale, cells, paper_numbers().get(name)))
+    write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
+        [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
+          **{k: v for k, v in c.result.items() if k in RUN_KEYS or " A_nat" in k or " PGD-" in k}}
+         for c in cells], ["column", "row", "seed", "run", *RUN_KEYS,
+                           *dict.fromkeys(k for c in cells for k in c.result if " A_nat" in k or " PGD-" in k)]))  # fmt: skip
+    log(f"written: {path}")
+    return path
+
+
+def _file_tag(epochs, rows, columns, overrides) -> str:
+    """A narrowed or shrunk campaign writes its own table, never over the full one."""
+    tag = f"-e{epochs}" if epochs is not None else ""
+    tag += ("-rows" if rows else "") + ("-columns" if columns else "")
+    if overrides:
+        tag += "-set" + hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:6]
+    return tag
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _stat(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{mean(values):.2f} ± {sample_std(values):.2f}"
+
+
+def _metrics(spec: Table, cells: list[Cell]) -> list[tuple[str, str, str | None]]:
+    """(result key, title, paper metric) of the table's columns."""
+    if not spec.robust:
+        return [(LINEAR_METRICS[0][0], LINEAR_METRICS[0][1], None),
+                (LINEAR_METRICS[1][0], LINEAR_METRICS[1][1], "-")]  # fmt: skip
+    keys = list(dict.fromkeys(k for c in cells for k in c.result if " A_nat" in k or " PGD-" in k))
+    keys.sort(key=lambda k: (["LE", "r-LE", "AT"].index(k.split(" ")[0]), k))
+    out = []
+    for k in keys:
+        protocol, metric = k.split(" ", 1)
+        paper = None if protocol in ("LE", "AT") else "-"
+        if paper is None:
+            paper = "A_nat" if metric == "A_nat" else ("PGD" if k == _first_attack(keys, protocol) else "-")
+        out.append((k, k, paper))
+    return out
+
+
+def _first_attack(keys: list[str], protocol: str) -> str | None:
+    attacks = [k for k in keys if k.startswith(protocol + " PGD-")]
+    return attacks[0] if attacks else None
+
+
+def _paper_cell(numbers: dict | None, row: str, column: str, metric: str | None) -> str:
+    """' (paper X)' for a cell the data file has, ' (paper -)' where the paper gives no number."""
+    key = (row, column, metric)
+    if numbers is None or metric == "-" or key not in numbers["cells"]:
+        return ""
+    value = numbers["cells"][key]
+    return " (paper -)" if value is None else f" (paper {value:g})"
+
+
+def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -> str:
+    parts = [f"# {spec.title}", "", f"Claim ({spec.paper}): {spec.claim}.", ""]
+    for column in dict.fromkeys(c.column for c in cells):
+        group = [c for c in cells if c.column is column]
+        parts += [f"## {column.name} (scale {scale}; the paper's numbers: its {column.paper_column} "
+                  "column)", "", f"Budget: {budget(column, group[0].prep.cfg)}; "  # fmt: skip
+                  f"seeds {' '.join(str(s) for s in dict.fromkeys(c.seed for c in group))}.", ""]
+        metrics = [m for m in _metrics(spec, group) if any(m[0] in c.result for c in group)]
+        parts.append("| row | " + " | ".join(title for _, title, _ in metrics) + " |")
+        parts.append("|---|" + "---|" * len(metrics))
+        for row in dict.fromkeys(c.row for c in group):
+            mine = [c for c in group if c.row is row]
+            cells_text = []
+            for key, _, paper in metrics:
+                values = [float(c.result[key]) for c in mine if isinstance(c.result.get(key), (int, float))]
+                if not values:
+                    cells_text.append("-")
+                    continue
+                protocol = key.split(" ")[0] if spec.robust else None
+                skip = spec.robust and (protocol == "AT") != row.finetune
+                cells_text.append(_stat(values) + ("" if skip else _paper_cell(numbers, row.key, column.paper_column, paper)))
+            parts.append(f"| {row.title} | " + " | ".join(cells_text) + " |")
+        for key, title in spec.untrained:
+            paper = _paper_cell(numbers, key, column.paper_column, None if not spec.robust else "A_nat")
+            parts.append(f"| {title} | not trained here{paper} |" + " |" * (len(metrics) - 1))
+        parts += ["", *_pairs_text(group, metrics)]
+    if numbers is not None:
+        parts += [f"Paper numbers: {numbers['source'].strip()} (solo_hyper/reproduce/paper_numbers.yaml).", ""]
+    rows = [c.result for c in cells if c.result]
+    if rows and not spec.robust:
+        parts += [notes(rows, [(k, t) for k, t in LINEAR_METRICS]), ""]
+    if spec.robust:
+        parts += ["LE: linear head on clean features; r-LE: head trained on PGD-10 examples; AT: "
+                  "encoder and head fine-tuned adversarially (Madry et al.); A_nat clean accuracy, "
+                  "PGD-20 white-box l_inf accuracy at each eps (robust-eval's protocol, "
+                  f"{cells[0].column.robust_config}).", ""]
+    parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
+              machine_note(), ""]  # fmt: skip
+    return "\n".join(parts)
+
+
+def _pairs_text(group: list[Cell], metrics) -> list[str]:
+    lines = []
+    for row in dict.fromkeys(c.row for c in group):
+        if row.baseline is None:
+            continue
+        base = next((r for r in dict.fromkeys(c.row for c in group) if r.key == row.baseline), None)
+        if base is None:
+            continue
+        a = {c.seed: c.result for c in group if c.row is row}
+        b = {c.seed: c.result for c in group if c.row is base}
+        for key, title, _ in metrics:
+            seeds = [s for s in a if s in b and isinstance(a[s].get(key), (int, float))
+                     and isinstance(b[s].get(key), (int, float))]  # fmt: skip
+            if not seeds:
+                continue
+            iv = paired_interval([float(a[s][key]) for s in seeds], [float(b[s][key]) for s in seeds])
+            ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+            lines.append(f"| {row.title} - {base.title} | {title} | {len(seeds)} | {iv.mean:+.2f} | "
+                         f"{ci} | {verdict(iv, row.title, base.title)} |")  # fmt: skip
+    if not lines:
+        return []
+    return ["Paired differences over the seeds both ran (95% Student-t interval; 'within noise' "
+            "when it holds 0):", "", "| pair (A - B) | metric | seeds | mean | 95% interval | verdict |",
+            "|---|---|---|---|---|---|", *lines, ""]  # fmt: skip
+
+
+__all__ = ["dry_run_text", "listing", "paper_numbers", "plan", "reproduce", "table"]

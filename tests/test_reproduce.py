@@ -1,0 +1,136 @@
+"""`reproduce`: every table's cells have the paper's number on file, a restarted campaign trains
+nothing that finished, bad names are one clear error, and a tiny table comes out with every cell
+filled and the paper's numbers beside."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from solo_hyper.cli.main import main
+from solo_hyper.config import ConfigError
+from solo_hyper.reproduce import campaign
+from solo_hyper.reproduce.tables import NOT_RUNNABLE, TABLES
+
+TINY_LINEAR = "tests/linear-tiny.yaml"
+TINY = ["data.train_subset=64", "optimizer.batch_size=32", "knn_eval.enabled=false"]
+
+
+def claimed_cells(name: str) -> set[tuple]:
+    """(row, paper column, metric) of every cell a table prints a paper number beside."""
+    spec, out = TABLES[name], set()
+    for columns in spec.scales.values():
+        for column in columns:
+            rows = [r.key for r in column.rows] + [key for key, _ in spec.untrained]
+            for row in rows:
+                metrics = ("A_nat", "PGD") if spec.robust else (None,)
+                out |= {(row, column.paper_column, m) for m in metrics}
+    return out
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_the_paper_number_file_has_exactly_the_cells_each_table_claims(name):
+    numbers = campaign.paper_numbers()
+    assert name in numbers, f"paper_numbers.yaml has no entry for {name}"
+    on_file = set(numbers[name]["cells"])
+    assert claimed_cells(name) == on_file
+    for cell, value in numbers[name]["cells"].items():
+        assert value is None or 0 <= value <= 100, (cell, value)
+
+
+def test_the_paper_numbers_are_the_papers_own():
+    """Spot checks against the paper text itself (not a copy of the data file)."""
+    text = open("../shared/papers/hyperbolic-contrastive-learning.txt").read()
+    numbers = campaign.paper_numbers()
+    for name, entry in numbers.items():
+        if entry["paper"] != "hyperbolic-contrastive-learning":
+            continue
+        for value in entry["cells"].values():
+            assert re.search(rf"(?<![\d.]){re.escape(format(value, 'g'))}(?![\d])", text) or \
+                re.search(rf"(?<![\d.]){value:.2f}(?![\d])", text), (name, value)  # fmt: skip
+
+
+def test_list_names_every_table_and_what_cannot_run(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in [*TABLES, *NOT_RUNNABLE]:
+        assert name in out
+
+
+def test_an_unknown_table_is_one_error_that_lists_the_known_ones(capsys):
+    assert main(["reproduce", "hcl-tabel1", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "did you mean 'hcl-table1'" in err
+    assert all(name in err for name in TABLES)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rows": ["nope"]}, "has no row 'nope'"),
+        ({"columns": ["CIFAR-10"]}, "has no column 'CIFAR-10'"),
+        ({"seeds": ["x"]}, "--seeds takes integers"),
+        ({"overrides": ["seed=3"]}, "give the seeds with --seeds"),
+        ({"overrides": ["method_kwargs.curvatur=0.2"]}, "curvatur"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(tmp_path, kwargs, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        campaign.plan("hcl-normalization", "cpu", out=str(tmp_path), **kwargs)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_column_without_its_dataset_says_where_to_put_it(tmp_path):
+    with pytest.raises(ConfigError, match="--data-root"):
+        campaign.plan("hcl-table1", "gpu", out=str(tmp_path), data_root=str(tmp_path))
+
+
+def test_the_cpu_table1_runs_are_the_compare_runs_of_the_same_budget(tmp_path):
+    """reproduce hcl-table1 names its runs as `compare --seeds` does, so that a comparison run
+    into OUT/runs with the same budget is reused (hash and directory equal)."""
+    from solo_hyper.evaluation.compare import plan as compare_plan
+    from solo_hyper.run.identity import config_hash
+
+    cells = campaign.plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path))
+    other = compare_plan([f"configs/pretrain/fashionmnist/{m}.yaml" for m in ("simclr", "hcl")],
+                         str(tmp_path / "runs"), 10, seeds=[0])  # fmt: skip
+    mine = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in cells}
+    theirs = {p.cfg["name"]: config_hash(p.cfg) for _, p in other.runs}
+    assert mine == theirs
+
+
+@pytest.mark.slow
+def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path)
+    args = ["reproduce", "hcl-normalization", "--seeds", "0", "--epochs", "1", "--out", out,
+            "--linear-config", TINY_LINEAR, "--quiet", "--set", *TINY]  # fmt: skip
+    assert main([*args, "--rows", "normalized"]) == 0  # an interrupted campaign: one row done
+    statuses = {c.row.key: c.status for c in campaign.plan(
+        "hcl-normalization", "cpu", seeds=[0], epochs=1, overrides=TINY, out=out)}  # fmt: skip
+    assert statuses == {"normalized": "finished", "unnormalized": "new"}
+
+    trained = []
+    real = campaign.train_or_reuse
+
+    def counting(prep, quiet=False):
+        row = real(prep, quiet)
+        if not row.get("reused"):
+            trained.append(prep.cfg["name"])
+        return row
+
+    monkeypatch.setattr(campaign, "train_or_reuse", counting)
+    capsys.readouterr()
+    assert main(args) == 0
+    assert trained == ["fashionmnist-hcl-unnormalized-ab-s0"]
+    table = capsys.readouterr().out
+    # every measured cell is filled and the paper's numbers stand beside the linear column
+    rows = [line for line in table.splitlines()
+            if line.startswith(("| with normalisation |", "| without normalisation |"))]  # fmt: skip
+    assert len(rows) == 2 and all(" - |" not in line and "| -" not in line for line in rows)
+    assert "(paper 87.98)" in rows[0] and "(paper 85.37)" in rows[1]
+    assert "without normalisation - with normalisation | linear top-1 | 1 |" in table
+
+    trained.clear()
+    assert main(args) == 0  # a finished campaign trains nothing
+    assert trained == []
