@@ -156,6 +156,8 @@ def estimate(cell: Cell, scale: str) -> float | None:
         return 0.0
     if scale != "cpu":
         return None
+    if cell.row.finetune:  # its runs are the base row's: only the fine-tuning is its own
+        return CPU_FINETUNE_S
     cfg = cell.prep.cfg
     total = 0.0
     if cell.status != "finished":
@@ -164,7 +166,7 @@ def estimate(cell: Cell, scale: str) -> float | None:
         speed = CPU_IMAGES_PER_S.get(cfg["method"], 500.0)
         total += int(cfg["max_epochs"]) * images / speed + CPU_EVAL_S
     if cell.column.robust_config:
-        total += CPU_FINETUNE_S if cell.row.finetune else CPU_ROBUST_S
+        total += CPU_ROBUST_S
     return total
 
 
