@@ -199,24 +199,24 @@ def plan(
     cells = []
     for column in chosen:
         extra_data = _data_overrides(column, data_root)
-        for row in column.rows:
+        for seed, row in ((s, r) for s in seed_list for r in column.rows):
+            # seed by seed: a campaign stopped early has whole seeds of every row, not some rows
             if rows is not None and row.key not in rows:
                 continue
             config = ROOT / row.config
             if not config.is_file():
                 raise ConfigError(f"{row.config} is missing: reproduce reads the configs of a "
                                   f"solo-hyper checkout ({ROOT})")  # fmt: skip
-            for seed in seed_list:
-                extra = [*column.overrides, *row.overrides, *extra_data, *overrides]
-                if epochs is not None:
-                    extra.append(f"max_epochs={epochs}")
-                extra += [f"checkpoint.dir={runs_dir}", f"name={_run_name(column, row, seed)}",
-                          f"seed={seed}"]  # fmt: skip
-                try:
-                    prep = prepare(str(config), extra)
-                except ConfigError as err:
-                    raise ConfigError(f"{name}, row {row.key}: {err}") from None
-                cells.append(Cell(column, row, seed, prep))
+            extra = [*column.overrides, *row.overrides, *extra_data, *overrides]
+            if epochs is not None:
+                extra.append(f"max_epochs={epochs}")
+            extra += [f"checkpoint.dir={runs_dir}", f"name={_run_name(column, row, seed)}",
+                      f"seed={seed}"]  # fmt: skip
+            try:
+                prep = prepare(str(config), extra)
+            except ConfigError as err:
+                raise ConfigError(f"{name}, row {row.key}: {err}") from None
+            cells.append(Cell(column, row, seed, prep))
     for cell in cells:
         check_environment(cell.prep.cfg)
         cell.status = plan_run(cell.prep.cfg, "new").status
