@@ -424,8 +424,18 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -
                   "PGD-20 white-box l_inf accuracy at each eps (robust-eval's protocol, "
                   f"{cells[0].column.robust_config}).", ""]
     parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
-              machine_note(), ""]  # fmt: skip
+              f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
+              + machine_note(), ""]  # fmt: skip
     return "\n".join(parts)
+
+
+def _commits(cells: list[Cell]) -> list[str]:
+    found = []
+    for c in cells:
+        info = Path(c.result.get("run_dir", "")) / "run.json"
+        commit = json.loads(info.read_text()).get("code", {}).get("git_commit") if info.is_file() else None
+        found.append((commit or "unknown")[:7])
+    return list(dict.fromkeys(found))
 
 
 def _pairs_text(group: list[Cell], metrics) -> list[str]:
