@@ -134,3 +134,28 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
     trained.clear()
     assert main(args) == 0  # a finished campaign trains nothing
     assert trained == []
+
+
+def test_a_run_another_terminal_holds_is_waited_for_not_failed(tmp_path, monkeypatch):
+    from solo_hyper.run.lock import RunLockedError
+
+    cell = campaign.plan("hcl-normalization", "cpu", seeds=[0], out=str(tmp_path))[0]
+    attempts, said = [], []
+
+    def busy_then_done(prep, quiet=False):
+        attempts.append(prep.cfg["name"])
+        if len(attempts) < 3:
+            raise RunLockedError(f"{prep.cfg['name']} is in use by pid 1. Nothing was done.")
+        return {"reused": True}
+
+    monkeypatch.setattr(campaign, "train_or_reuse", busy_then_done)
+    assert campaign._train(cell, True, said.append, poll_s=0.01) == {"reused": True}
+    assert len(attempts) == 3 and len(said) == 1 and "waiting" in said[0]
+
+
+def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
+    from solo_hyper.run.lock import RunLockedError, hold
+
+    with hold(tmp_path / ".locks" / "hcl-normalization-cpu"):
+        with pytest.raises(RunLockedError, match="reproduce hcl-normalization --scale cpu"):
+            campaign.reproduce("hcl-normalization", "cpu", str(tmp_path), seeds=[0])

@@ -43,7 +43,7 @@ from solo_hyper.reproduce.tables import (
     Table,
 )
 from solo_hyper.run.identity import write_text_atomic
-from solo_hyper.run.lock import holding
+from solo_hyper.run.lock import RunLockedError, hold
 from solo_hyper.run.rundir import plan_run
 from solo_hyper.run.train import Prepared, check_environment, prepare
 
@@ -302,21 +302,41 @@ def _robust_metrics(rows: list[dict]) -> dict:
     return out
 
 
-@holding("out", "reproduce output")
-def reproduce(
+def reproduce(name: str, scale: str, out: str, **options) -> Path:
+    """Trains, evaluates and tabulates one table (``run_table``'s options); returns the markdown
+    table's path. One writer per table and scale (``OUT/.locks/<table>-<scale>``): two terminals
+    may run two tables into one OUT, and a run both need is trained by one while the other waits."""
+    with hold(Path(out) / ".locks" / f"{name}-{scale}", f"reproduce {name} --scale {scale}"):
+        return run_table(name, scale, out, **options)
+
+
+def _train(cell: Cell, quiet: bool, log: Callable[[str], None], poll_s: float = 30.0) -> dict:
+    """Trains or reuses the cell's run; waits while another process holds that run."""
+    told = False
+    while True:
+        try:
+            return train_or_reuse(cell.prep, quiet)
+        except RunLockedError as err:
+            if not told:
+                log(f"[reproduce] waiting: {err}".split(". Nothing was done")[0])
+                told = True
+            time.sleep(poll_s)
+
+
+def run_table(
     name: str, scale: str, out: str, seeds=None, epochs: int | None = None, overrides=(),
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
     linear_config: str | None = None, device: str = "auto", quiet: bool = True,
     log: Callable[[str], None] = print,
 ) -> Path:  # fmt: skip
-    """Trains, evaluates and tabulates; returns the path of the markdown table."""
+    """``reproduce`` without the table's lock."""
     cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root)
     check_linear([c.prep for c in cells], None, linear_config)
     log(dry_run_text(name, scale, cells, out))
     tracker = Tracker(cells, log)
     for cell in cells:
         start = time.perf_counter()
-        row = train_or_reuse(cell.prep, quiet)
+        row = _train(cell, quiet, log)
         linear = linear_config or (
             str(ROOT / cell.column.linear_config) if cell.column.linear_config else None
         )
