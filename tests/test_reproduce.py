@@ -71,6 +71,7 @@ def test_an_unknown_table_is_one_error_that_lists_the_known_ones(capsys):
         ({"rows": ["nope"]}, "has no row 'nope'"),
         ({"columns": ["CIFAR-10"]}, "has no column 'CIFAR-10'"),
         ({"seeds": ["x"]}, "--seeds takes integers"),
+        ({"epochs": 0}, "--epochs must be an integer >= 1"),
         ({"overrides": ["seed=3"]}, "give the seeds with --seeds"),
         ({"overrides": ["method_kwargs.curvatur=0.2"]}, "curvatur"),
     ],

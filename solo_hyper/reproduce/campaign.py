@@ -179,6 +179,8 @@ def plan(
     if scale not in SCALES:
         raise ConfigError(f"--scale must be one of {', '.join(SCALES)}, got {scale!r}")
     seed_list = parse_seeds(seeds if seeds is not None else DEFAULT_SEEDS)
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise ConfigError(f"--epochs must be an integer >= 1, got {epochs!r}")
     if any(str(o).split("=", 1)[0] == "seed" for o in overrides):
         raise ConfigError("give the seeds with --seeds, not --set seed=...")
     chosen = spec.scales[scale]
