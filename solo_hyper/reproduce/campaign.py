@@ -152,7 +152,9 @@ def _data_overrides(column: Column, data_root: str | None) -> list[str]:
 
 def estimate(cell: Cell, scale: str) -> float | None:
     """Seconds the cell still needs (CPU scale: the measured throughputs of ``tables``)."""
-    if cell.status == "finished" and not _needs_robust(cell):
+    run_dir = plan_run(cell.prep.cfg, "new").run_dir
+    evaluated = (run_dir / "eval.json").is_file()
+    if cell.status == "finished" and evaluated and not _needs_robust(cell):
         return 0.0
     if scale != "cpu":
         return None
@@ -164,7 +166,9 @@ def estimate(cell: Cell, scale: str) -> float | None:
         data = cfg["data"]
         images = data.get("train_subset") or TRAIN_IMAGES.get(data["dataset"], 50000)
         speed = CPU_IMAGES_PER_S.get(cfg["method"], 500.0)
-        total += int(cfg["max_epochs"]) * images / speed + CPU_EVAL_S
+        total += int(cfg["max_epochs"]) * images / speed
+    if cell.status != "finished" or not evaluated:
+        total += CPU_EVAL_S
     if cell.column.robust_config:
         total += CPU_ROBUST_S
     return total
