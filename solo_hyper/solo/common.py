@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from solo.methods import METHODS
@@ -21,6 +21,7 @@ from torch import nn
 from solo_hyper.backbones import FrozenBackbone
 from solo_hyper.config import ConfigError
 from solo_hyper.metrics.knn import knn_accuracy
+from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
 from solo_hyper.solo.baselines import trainable_methods
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
@@ -137,20 +138,18 @@ class PluginMixin:
     crop_std: tuple[float, ...]
     crop_noise: list[nn.Module | None] = []
 
-    def _stats_like(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (1, -1, 1, 1)
-        mean = torch.tensor(self.crop_mean, dtype=x.dtype, device=x.device).view(shape)
-        return mean, torch.tensor(self.crop_std, dtype=x.dtype, device=x.device).view(shape)
+    @property
+    def crop_stats(self) -> CropStats:
+        """The crops' statistics, as the objectives take them."""
+        return CropStats(self.crop_mean, self.crop_std)
 
     def normalize_pixels(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] pixels -> the normalised crops the backbone takes."""
-        mean, std = self._stats_like(x)
-        return (x - mean) / std
+        return self.crop_stats.normalize(x)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         """Crops normalised by a CPU pipeline back to [0, 1] pixels (for pixel-space methods)."""
-        mean, std = self._stats_like(x)
-        return (x * std + mean).clamp_(0.0, 1.0)
+        return self.crop_stats.denormalize(x)
 
     def pixels_to_input(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] pixels -> what this method's training step receives as a crop."""
@@ -203,15 +202,16 @@ class PluginMixin:
                 return batch
             return [self.device_augmentation.evaluation_view(images), targets]
 
+    def extra_callbacks(self) -> list:
+        """The callbacks this method needs (EBCLR: its replay buffer); none by default."""
+        return []
+
     def configure_callbacks(self) -> list:
         """The callbacks a method needs (``extra_callbacks``, e.g. EBCLR's replay buffer), under
         every launcher: solo's scripts and any Trainer a user builds attach them from here
         (Lightning 1.9 and 2.x); ones of a type the Trainer already has are left out."""
-        extra = getattr(self, "extra_callbacks", None)
-        if extra is None:
-            return []
         present = {type(c) for c in self.trainer.callbacks} if self._trainer is not None else set()
-        return [c for c in extra() if type(c) not in present]
+        return [c for c in self.extra_callbacks() if type(c) not in present]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if getattr(self, "solo_hyper_config", None) is not None:
@@ -219,37 +219,59 @@ class PluginMixin:
 
 
 class MethodMixin:
-    """The contract of this plugin's methods, the same under either solo-learn. A method declares:
-
-    - ``ARGS``: its arguments and defaults (``method_kwargs`` in the YAML);
-    - ``check_args(args)``: value checks raising ValueError with a clear message;
-    - ``build()``: creates its heads (``self.features_dim`` and ``self.args`` are set);
-    - ``project(feats) -> z``: backbone features to the loss space;
-    - ``prepare_step(batch) -> (batch, extras)``: the step's own state, made before solo's step
-      (RHCL's adversarial view, EBCLR's chain starts); default: none;
-    - ``method_loss(batch, out, z, **extras) -> (loss, metrics)``: z is the list of per-crop
-      projections.
+    """A solo-learn method wrapping one objective (``OBJECTIVE``, a class of
+    ``solo_hyper.objectives``), the same under either solo-learn. From the objective's declarations
+    come the method's arguments (``ARGS``: ``method_kwargs`` and their defaults), their one check
+    (``check_args``), its head (``projector``), crops (``required_crops``, ``pixel_space_crops``),
+    per-step preparation and loss. A method adds what a training loop must supply to the
+    objective each step (``step_inputs``: EBCLR's chain starts) and the callbacks that supply it
+    (``extra_callbacks``).
     """
 
-    ARGS: dict[str, Any] = {}
+    OBJECTIVE: ClassVar[type[Objective]]
+    ARGS: ClassVar[dict[str, Any]] = {}
     BACKBONE_ATTR = "backbone"  # solo 1.0.2: "encoder"
-    args: SimpleNamespace
+    args: ObjectiveArgs
+    objective: Objective
 
-    @staticmethod
-    def check_args(args: SimpleNamespace) -> None:
-        """Overridden by methods that have constraints on their arguments."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "OBJECTIVE" in vars(cls):
+            cls.ARGS = cls.OBJECTIVE.Args.defaults()
+            cls.required_crops = cls.OBJECTIVE.required_crops
+            cls.pixel_space_crops = cls.OBJECTIVE.pixel_space_crops
+
+    @classmethod
+    def check_args(cls, args: SimpleNamespace | dict) -> ObjectiveArgs:
+        """The objective's arguments from ``method_kwargs``; ValueError naming the key."""
+        given = dict(args) if isinstance(args, dict) else vars(args)
+        try:
+            return cls.OBJECTIVE.Args.from_mapping(given)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"method_kwargs.{err}") from None
 
     def build(self) -> None:
-        raise NotImplementedError
+        """The objective on the crops' statistics, and its head (``self.args`` is set)."""
+        self.objective = self.OBJECTIVE(self.args, self.crop_stats)
+        self.projector = self.objective.head(self.features_dim)
 
     def project(self, feats: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        return self.projector(feats)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Backbone features of a batch that solo's step does not encode (EBCLR's SGLD samples),
+        as solo's forward computes them (solo main: channels-last input)."""
+        return super().forward(x)["feats"]
+
+    def step_inputs(self, batch: list[Any]) -> dict[str, Any]:
+        """What the objective's ``prepare`` takes each step (its ``step_inputs``); none here."""
+        return {}
 
     def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-        return batch, {}
+        return self.objective.prepare(self, batch, **self.step_inputs(batch))
 
     def method_loss(self, batch, out: dict, z: list[torch.Tensor], **extras: Any):
-        raise NotImplementedError
+        return self.objective.loss(self, batch, out.get("feats", []), z, **extras)
 
     def step_projections(self, out: dict) -> list[torch.Tensor]:
         """The per-crop projections of solo's base training step (the versions differ)."""

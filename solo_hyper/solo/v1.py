@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-from types import SimpleNamespace
 from typing import Any
 
 import pytorch_lightning as pl
@@ -111,10 +110,9 @@ class MethodBase(common.MethodMixin, PluginBase):
     BACKBONE_ATTR = "encoder"
 
     def __init__(self, **kwargs: Any) -> None:
-        args = {name: kwargs.pop(name, default) for name, default in self.ARGS.items()}
-        self.check_args(SimpleNamespace(**args))
+        args = self.check_args({name: kwargs.pop(name, default) for name, default in self.ARGS.items()})
         super().__init__(**kwargs)
-        self.args = SimpleNamespace(**args)
+        self.args = args
         self.build()
 
     @classmethod

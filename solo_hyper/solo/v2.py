@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -247,7 +246,7 @@ class MethodBase(common.MethodMixin, PluginBase):
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)  # solo's base runs add_and_assert_specific_cfg first
-        self.args = SimpleNamespace(**{k: plain(self.cfg.method_kwargs[k]) for k in self.ARGS})
+        self.args = self.check_args({k: plain(self.cfg.method_kwargs[k]) for k in self.ARGS})
         self.build()
 
     @classmethod
@@ -266,7 +265,7 @@ class MethodBase(common.MethodMixin, PluginBase):
             if name not in given:
                 cfg.method_kwargs[name] = default
         kwargs = plain(cfg.method_kwargs)
-        cls.check_args(SimpleNamespace(**kwargs))
+        cls.check_args(kwargs)
         crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
         if cls.required_crops is not None and crops != cls.required_crops:
             raise ValueError(
