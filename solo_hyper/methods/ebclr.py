@@ -12,24 +12,13 @@ import torch
 
 from solo_hyper import objectives
 from solo_hyper.callbacks import MSGLDReplayBuffer
+from solo_hyper.config import crop_entries, training_processes
 from solo_hyper.losses.infonce import free_memory_bytes
 from solo_hyper.methods.space import EmbeddingSpaceMixin
 from solo_hyper.sgld import ReplayBuffer
 from solo_hyper.solo import adapter
 
 MEMORY_SHARE = 0.5  # the buffer may take half the free memory: resuming holds a second copy
-
-
-def processes_per_host(devices: Any) -> int:
-    """Training processes on this host, each with its own buffer (Trainer's ``devices``)."""
-    if isinstance(devices, (list, tuple)):
-        return max(1, len(devices))
-    if isinstance(devices, int) and devices > 0:
-        return devices
-    if str(devices).isdigit() and int(devices) > 0:
-        return int(devices)
-    # "auto" or -1: every GPU of the host, else one process
-    return max(1, torch.cuda.device_count())
 
 
 def _gib(n: float) -> str:
@@ -46,10 +35,9 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
         """Checks that need more than method_kwargs: the buffer's memory (full from the first step;
         the crop size is the first crop entry's)."""
         kw = cfg["method_kwargs"]
-        augmentations = cfg.get("augmentations") or []
-        if not augmentations:
+        if not cfg.get("augmentations"):
             return
-        crop = int(augmentations[0].get("crop_size", 32))
+        crop = int(crop_entries(cfg)[0]["crop_size"])
         channels = len(cfg["data"].get("mean") or (0, 0, 0))
         need = ReplayBuffer.bytes_needed(kw["buffer_size"], (channels, crop, crop))
         on_gpu = (
@@ -57,7 +45,7 @@ class EBCLR(EmbeddingSpaceMixin, adapter.MethodBase):
             and cfg.get("accelerator") in ("gpu", "cuda", "auto")
             and torch.cuda.is_available()
         )
-        copies = 1 if on_gpu else processes_per_host(cfg.get("devices", 1))
+        copies = 1 if on_gpu else training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
         free = free_memory_bytes(torch.device("cuda" if on_gpu else "cpu"))
         if free is None:
             return

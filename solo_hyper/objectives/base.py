@@ -80,16 +80,19 @@ class ObjectiveArgs:
 
 @dataclass(frozen=True)
 class SpaceArgs(ObjectiveArgs):
-    """The embedding space: ``geometry`` (one of geometry.GEOMETRIES), ``curvature`` (c > 0 of the
-    hyperbolic spaces, curvature -c), and the loss's ``chunk_size`` (None: fused; K or auto:
-    blocks of K anchors, O(K M) memory)."""
+    """The embedding space and its loss: the ``temperature``, ``geometry`` (one of
+    geometry.GEOMETRIES), ``curvature`` (c > 0 of the hyperbolic spaces, curvature -c), and the
+    loss's ``chunk_size`` (None: fused; K or auto: blocks of K anchors, O(K M) memory)."""
 
+    temperature: float = 0.2  # tau of the logits (or energies)
     geometry: str = "poincare"
     curvature: float = 0.1
     learnable_curvature: bool = False
     chunk_size: int | str | None = None
 
     def check(self) -> None:
+        if not is_number(self.temperature) or not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         check_geometry(self.geometry, self.curvature)
         check_bool("learnable_curvature", self.learnable_curvature)
         check_chunk_size(self.chunk_size)

@@ -27,13 +27,10 @@ class ContrastiveArgs(SpaceArgs):
 
     proj_hidden_dim: int = 2048
     proj_output_dim: int = 128
-    temperature: float = 0.2
     normalize: bool = True
     clip_radius: float | None = None
 
     def check(self) -> None:
-        if not is_number(self.temperature) or not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         super().check()
         if self.clip_radius is not None and not (is_number(self.clip_radius) and self.clip_radius > 0):
             raise ValueError(f"clip_radius must be > 0 or null, got {self.clip_radius!r}")

@@ -78,8 +78,6 @@ class EBCLRArgs(SpaceArgs):
                 raise ValueError(f"{key} must be a number, got {getattr(self, key)!r}")
         check_int("sgld_steps", self.sgld_steps, 0)
         check_choice("projector_activation", self.projector_activation, sorted(ACTIVATIONS))
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         super().check()
         for key in ("lambda1", "lambda2", "sgld_step_size", "buffer_init_count"):
             if not getattr(self, key) >= 0:

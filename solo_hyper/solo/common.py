@@ -19,10 +19,10 @@ from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
 from solo_hyper.backbones import FrozenBackbone
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, training_processes
 from solo_hyper.metrics.knn import knn_accuracy
 from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
-from solo_hyper.solo.baselines import trainable_methods
+from solo_hyper.solo.baselines import baseline_of, trainable_methods
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
 
@@ -202,6 +202,20 @@ class PluginMixin:
                 return batch
             return [self.device_augmentation.evaluation_view(images), targets]
 
+    @classmethod
+    def check_args(cls, args: SimpleNamespace | dict) -> Any:
+        """The check of ``method_kwargs`` (this plugin's methods: their objective's arguments;
+        solo's bundled methods: none, their ``method_kwargs`` are checked by their schema)."""
+        return None
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """Checks that need the whole run config, before any work: a bundled baseline's
+        constraints (``solo.baselines``); EBCLR adds its buffer's memory."""
+        entry = baseline_of(cls)
+        for check in entry.checks if entry is not None else ():
+            check(cfg)
+
     def extra_callbacks(self) -> list:
         """The callbacks this method needs (EBCLR: its replay buffer); none by default."""
         return []
@@ -330,19 +344,6 @@ class PluginLinearMixin:
 
 
 # ---------------------------------------------------------------------------------- registry
-def mixin_class(cls: type, plugin_base: type, cache: dict[type, type]) -> type:
-    """``cls`` with ``plugin_base`` mixed in right above solo's BaseMethod (cached).
-
-    For ``class SimCLR(BaseMethod)`` this builds ``SimCLR(SimCLR, PluginBase)``, whose MRO runs
-    SimCLR's constructor, then PluginBase's (backbone swap, augmentation), then BaseMethod's.
-    """
-    if issubclass(cls, plugin_base):
-        return cls
-    if cls not in cache:
-        cache[cls] = type(cls.__name__, (cls, plugin_base), {"__module__": cls.__module__})
-    return cache[cls]
-
-
 def register(name: str, cls: type) -> None:
     """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
     reloads, and a name already taken by another class is an error."""
@@ -368,8 +369,7 @@ def scaled_lr(cfg: dict) -> float:
     opt = cfg["optimizer"]
     lr = float(opt["lr"])
     if opt.get("scale_lr"):
-        devices = cfg.get("devices", 1)
-        n_dev = len(devices) if isinstance(devices, (list, tuple)) else max(1, int(devices or 1))
+        n_dev = training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
         lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
     return lr
 

@@ -25,8 +25,8 @@ from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import build_backbone
-from solo_hyper.solo import common
-from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
+from solo_hyper.solo import common, compat
+from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import register as register
 from solo_hyper.solo.common import registered_methods as registered_methods
 from solo_hyper.solo.contract import CONTRACT
@@ -148,13 +148,10 @@ class SupCon(SimCLR):
         super().__init__(supervised=supervised, **kwargs)
 
 
-_PLUGIN_CLASSES: dict[type, type] = {}
-
-
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
     baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return patch_baseline(common.mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v1")
+    return compat.plugin_class(cls, PluginBase, "v1")
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:

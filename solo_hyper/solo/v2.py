@@ -35,8 +35,8 @@ from torch import nn
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import BACKBONES, build_backbone
 from solo_hyper.config import ConfigError
-from solo_hyper.solo import common
-from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
+from solo_hyper.solo import common, compat
+from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import Stats
 from solo_hyper.solo.common import register as register
 from solo_hyper.solo.common import registered_methods as registered_methods
@@ -272,8 +272,7 @@ class MethodBase(common.MethodMixin, PluginBase):
                 f"{cls.__name__} works on exactly {cls.required_crops} crops per image; the "
                 f"augmentations give {crops}"
             )
-        if hasattr(cls, "check_config"):  # checks that need the whole config (EBCLR)
-            cls.check_config(plain(cfg))
+        cls.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
         return cfg
 
     def forward(self, X: torch.Tensor) -> dict[str, Any]:
@@ -292,13 +291,10 @@ class MethodBase(common.MethodMixin, PluginBase):
 
 
 # ---------------------------------------------------------------------------------- registry
-_PLUGIN_CLASSES: dict[type, type] = {}
-
-
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
     baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return patch_baseline(common.mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v2")
+    return compat.plugin_class(cls, PluginBase, "v2")
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:
