@@ -307,7 +307,8 @@ class MethodMixin:
 
 def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[..., Any]:
     """The contract's ``build_linear_model`` from a version's
-    ``solo_linear_model(backbone, num_classes, linear_cfg, features_only) -> LinearModel``."""
+    ``solo_linear_model(backbone, num_classes, linear_cfg, features_only, train_view, eval_view)
+    -> LinearModel``."""
 
     def build_linear_model(
         encoder: nn.Module | None,
@@ -320,9 +321,9 @@ def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[...,
         """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a
         validated linear-evaluation config (``solo_hyper.evaluation.linear``)."""
         backbone = FrozenBackbone(encoder, num_features)
-        model = solo_linear_model(backbone, int(num_classes), linear_cfg, encoder is None)
-        model.train_view, model.eval_view = train_view, eval_view
-        return model
+        return solo_linear_model(
+            backbone, int(num_classes), linear_cfg, encoder is None, train_view, eval_view
+        )
 
     return build_linear_model
 
@@ -330,13 +331,20 @@ def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[...,
 class PluginLinearMixin:
     """solo's LinearModel fed with this plugin's batches: uint8 ``(images, targets)`` or
     ``(indexes, images, targets)`` turned into model inputs on their device by ``train_view`` /
-    ``eval_view`` (modules set by ``linear_model_builder``; None: the batch is used as it is,
-    e.g. precomputed features). No class-level defaults: they would hide the submodules."""
+    ``eval_view`` (constructor arguments; None: the batch is used as it is, e.g. precomputed
+    features)."""
+
+    def __init__(
+        self, *args: Any, train_view: nn.Module | None = None, eval_view: nn.Module | None = None,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.train_view, self.eval_view = train_view, eval_view
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         x, y = batch[-2], batch[-1]
         training = self._trainer is not None and self.trainer.training
-        view = getattr(self, "train_view" if training else "eval_view", None)
+        view = self.train_view if training else self.eval_view
         if view is not None:
             with torch.no_grad():
                 x = view(x)

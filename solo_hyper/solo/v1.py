@@ -259,8 +259,9 @@ class PluginLinearModel(common.PluginLinearMixin, LinearModel):
 
 
 def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool
-) -> LinearModel:
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
+    train_view: nn.Module | None, eval_view: nn.Module | None,
+) -> LinearModel:  # fmt: skip
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     return PluginLinearModel(
         backbone,
@@ -275,6 +276,8 @@ def _solo_linear_model(
         extra_optimizer_args=dict(opt.get("kwargs") or {}),
         scheduler=sched["name"],
         lr_decay_steps=sched.get("lr_decay_steps"),
+        train_view=train_view,
+        eval_view=eval_view,
     )
 
 

@@ -348,8 +348,9 @@ class PluginLinearModel(common.PluginLinearMixin, CosineSchedule, LinearModel):
 
 
 def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool
-) -> LinearModel:
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
+    train_view: nn.Module | None, eval_view: nn.Module | None,
+) -> LinearModel:  # fmt: skip
     """With 1.0.2's schedules: per epoch, ``warmup_cosine`` with 10 warmup epochs from 0."""
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     cfg = {
@@ -373,7 +374,8 @@ def _solo_linear_model(
         # precomputed features are (B, D): no channels-last conversion
         "performance": {"disable_channel_last": features_only},
     }
-    return PluginLinearModel(backbone, OmegaConf.create(cfg))
+    views = {"train_view": train_view, "eval_view": eval_view}
+    return PluginLinearModel(backbone, OmegaConf.create(cfg), **views)
 
 
 build_linear_model = common.linear_model_builder(_solo_linear_model)
