@@ -63,7 +63,7 @@ def ebclr_rows(
     ours, official = [], []
     for _ in range(rounds + 1):  # the first pair is a warm-up
         ebclr.zero_grad(set_to_none=True)
-        ours.append(timed(lambda: ebclr.sample_negatives(x, counts, z_ref, g)))
+        ours.append(timed(lambda: ebclr.objective.sample_negatives(ebclr, x, counts, z_ref, g)))
         official.append(timed(lambda: eb.sampler_official_way(ebclr, x, counts, z_ref)))
 
     where = f"{backbone['name']}, batch {b}, T={sgld_steps}, cpu"

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, crop_entries
 from solo_hyper.evaluation.features import embedding_space
 from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.run.identity import code_version, config_hash, write_json_atomic
@@ -119,7 +119,7 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     torch.save(backbone_state, out / "backbone.pt")
     torch.save(projector_state, out / "projector.pt")
-    first = cfg["augmentations"][0]
+    first = crop_entries(cfg)[0]
     info = {
         "method": cfg["method"],
         "backbone": {
@@ -130,7 +130,7 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
         "projector": describe_projector(model, cfg, ckpt),
         "input": {
             "channels": 3,
-            "crop_size": first.get("crop_size"),
+            "crop_size": first["crop_size"],
             "mean": list(cfg["data"]["mean"]),
             "std": list(cfg["data"]["std"]),
             "note": "images in [0, 1], normalised with mean/std (grey images repeated to 3 "

@@ -73,7 +73,7 @@ def _losses(models: dict, data: dict, rows: slice) -> dict[str, tuple[float, tor
     record("supcon", supcon.gathered_nce_loss(feats, indexes, labels), feats)
     # ours on the very same projections: HCL's loss with the cosine ablation switch
     z = torch.cat([simclr.projector(f) for f in feats])
-    record("hcl_cosine", hcl.contrastive(z, indexes.repeat(2)), feats)
+    record("hcl_cosine", hcl.objective.contrastive(hcl, z, indexes.repeat(2)), feats)
     # solo 1.0.2's own SimCLR loss: local candidates only
     z1, z2 = (simclr.projector(f) for f in feats)
     record("solo_1.0.2_simclr", simclr_loss_func(z1, z2, temperature=simclr.temperature), feats)

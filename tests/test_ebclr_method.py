@@ -15,6 +15,7 @@ import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import to_float_rgb
 from solo_hyper.callbacks import MSGLDReplayBuffer
 from solo_hyper.config import ConfigError
+from solo_hyper.losses.ebclr import ebclr_log_density
 from solo_hyper.methods.ebclr import EBCLR
 from solo_hyper.run.train import prepare, pretrain
 from solo_hyper.solo import adapter
@@ -276,7 +277,7 @@ def test_restarted_chains_do_not_depend_on_the_batch(pipeline):
     assert torch.equal(x_a, x_b) and torch.equal(counts_a, counts_b)
     for crops in (crops_a, crops_b):
         assert nearest(x_a, crops).min() > 1.0
-        assert nearest(x_a, model.chain_to_input(crops)).min() > 1.0
+        assert nearest(x_a, model.objective.chain_to_input(crops)).min() > 1.0
 
 
 @pytest.mark.parametrize("pipeline", ["solo", "device"])
@@ -374,8 +375,21 @@ def test_the_sampler_sees_minus_one_to_one_pixels_from_either_crop_source():
     # the encoder sees a chain as a crop of its pipeline: solo's normalisation
     chain = pixels[:4] * 2 - 1
     solo_crops = torch.stack([crops.crop(i) for i in range(4)])
-    assert torch.allclose(solo.chain_to_input(chain), solo_crops, atol=1e-5)
-    assert torch.equal(device.chain_to_input(chain), chain)  # 0.5 / 0.5: the identity, exactly
+    assert torch.allclose(solo.objective.chain_to_input(chain), solo_crops, atol=1e-5)
+    assert torch.equal(device.objective.chain_to_input(chain), chain)  # 0.5 / 0.5: the identity, exactly
+
+
+def test_the_energy_encodes_as_solos_forward_does():
+    """SGLD samples go through the method's forward, as the views do (solo main feeds the
+    backbone channels-last input: the same numbers only through the same path)."""
+    model = build()
+    x = torch.rand(4, 3, 28, 28) * 2 - 1
+    z_ref = model(torch.rand(6, 3, 28, 28))["z"].detach()
+    expected = ebclr_log_density(
+        model(model.objective.chain_to_input(x))["z"], z_ref, model.args.temperature,
+        model.embedding_space,
+    )  # fmt: skip
+    assert torch.equal(model.objective.log_density(model, model.objective.chain_to_input(x), z_ref), expected)
 
 
 def encoder_inputs(model: EBCLR, x: torch.Tensor, z_ref: torch.Tensor, seed: int) -> list:
@@ -383,7 +397,7 @@ def encoder_inputs(model: EBCLR, x: torch.Tensor, z_ref: torch.Tensor, seed: int
     de-normalised with the crops' statistics)."""
     seen = []
     hook = model.encoder.register_forward_pre_hook(lambda m, a: seen.append(a[0].detach()))
-    model.sample_negatives(x, torch.zeros(len(x)), z_ref, torch.Generator().manual_seed(seed))
+    model.objective.sample_negatives(model, x, torch.zeros(len(x)), z_ref, torch.Generator().manual_seed(seed))
     hook.remove()
     mean = torch.tensor(model.crop_mean, dtype=x.dtype).view(1, -1, 1, 1)
     std = torch.tensor(model.crop_std, dtype=x.dtype).view(1, -1, 1, 1)
@@ -450,7 +464,7 @@ def test_sampler_takes_no_parameter_gradient_and_keeps_batchnorm_statistics():
     z_ref = model(torch.randn(6, 3, 28, 28, generator=g))["z"]  # attached to the graph
     stats = {k: v.clone() for k, v in model.state_dict().items() if "running" in k}
     assert stats
-    out = model.sample_negatives(x0, torch.zeros(6), z_ref, g)
+    out = model.objective.sample_negatives(model, x0, torch.zeros(6), z_ref, g)
     assert all(p.grad is None for p in model.parameters())
     assert not out.requires_grad and torch.isfinite(out).all() and not torch.equal(out, x0)
     for k, v in stats.items():
@@ -466,8 +480,8 @@ def test_sgld_eval_mode_makes_a_chain_independent_of_its_batch():
         model = build({**no_noise, "sgld_eval_mode": eval_mode})
         torch.nn.init.normal_(model.encoder.features[1].running_mean)  # BatchNorm statistics
         z_ref = model(torch.randn(4, 3, 28, 28, generator=g))["z"].detach()
-        together = model.sample_negatives(x, torch.zeros(4), z_ref)[:1]
-        alone = model.sample_negatives(x[:1], torch.zeros(1), z_ref)
+        together = model.objective.sample_negatives(model, x, torch.zeros(4), z_ref)[:1]
+        alone = model.objective.sample_negatives(model, x[:1], torch.zeros(1), z_ref)
         assert torch.allclose(together, alone, atol=1e-5) is independent
         assert model.training
 

@@ -1,5 +1,5 @@
-"""The package's layers: imports point down, never in a circle, and the algorithm and metric
-modules never load solo-learn or Lightning (they must work with torch alone)."""
+"""The package's layers: imports point down, never in a circle, and the algorithm, metric and
+objective modules never load solo-learn or Lightning (they must work with torch alone)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
         "solo_hyper.distributed",
     ),  # fmt: skip
     ("solo_hyper.metrics",),
+    ("solo_hyper.objectives",),  # the methods without a framework: built on the layer above
     ("solo_hyper.config",),
     ("solo_hyper.solo",),
     ("solo_hyper.methods", "solo_hyper.callbacks"),
@@ -26,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("solo_hyper.reproduce",),
     ("solo_hyper.cli", "solo_hyper.__main__"),
 ]
-TORCH_ONLY = LAYERS[0] + LAYERS[1]
+TORCH_ONLY = LAYERS[0] + LAYERS[1] + LAYERS[2]
 FRAMEWORKS = ("solo", "pytorch_lightning", "lightning", "pl_bolts", "omegaconf", "hydra")
 
 

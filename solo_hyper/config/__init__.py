@@ -10,7 +10,7 @@ The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
 ``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.
 """
 
-from solo_hyper.config.devices import check_trainer_devices, resolve_device
+from solo_hyper.config.devices import check_trainer_devices, resolve_device, training_processes
 from solo_hyper.config.errors import ConfigError, closest
 from solo_hyper.config.loading import (
     check_keys,
@@ -31,6 +31,7 @@ from solo_hyper.config.pretrain import (
     check_data_paths,
     complete,
     crop_counts,
+    crop_entries,
     loggers,
     method_section,
     small_images,
@@ -41,7 +42,8 @@ from solo_hyper.config.schema import Schema, method_schema
 __all__ = [
     "DEFAULTS", "FREE_FORM", "PRETRAIN", "Schema", "method_schema", "LOGGERS", "OPTIMIZERS", "SCHEDULERS", "SMALL_IMAGE_SIZE",
     "ConfigError", "check_data_paths", "check_keys", "check_trainer_devices", "closest",
-    "complete", "crop_counts", "load_config", "loggers", "merge", "method_section",
+    "training_processes",
+    "complete", "crop_counts", "crop_entries", "load_config", "loggers", "merge", "method_section",
     "parse_override", "positive_int_or_none", "resolve_device", "set_dotted", "small_images",
     "validate",
 ]  # fmt: skip

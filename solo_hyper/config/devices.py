@@ -7,6 +7,7 @@ after the data loaded.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -39,6 +40,35 @@ def resolve_device(name: Any, where: str = "device") -> torch.device:
     return device
 
 
+def _spelled(devices: Any) -> Any:
+    """'2' -> 2 and '0,1' -> [0, 1] (command-line spellings); anything else as it is."""
+    if isinstance(devices, str) and re.fullmatch(r"\d+(,\d*)*", devices.strip()):
+        return [int(d) for d in devices.split(",") if d] if "," in devices else int(devices)
+    return devices
+
+
+def _on_gpu(accelerator: Any, gpus: int) -> bool:
+    """Whether Lightning runs ``accelerator`` on GPUs here (auto: when there are any)."""
+    accelerator = "auto" if accelerator is None else str(accelerator)
+    return accelerator in GPU_ACCELERATORS or (accelerator == "auto" and gpus > 0)
+
+
+def training_processes(accelerator: Any, devices: Any, gpus: int | None = None) -> int:
+    """The training processes per node that Lightning starts for a checked
+    ``accelerator``/``devices`` pair: a list's length, a count, and for 'auto' (or null) every
+    GPU of a GPU run, one process on the CPU (-1: every GPU, or every CPU core). The one reading
+    of ``devices`` (scaled learning rate, global batch, per-process buffers)."""
+    gpus = torch.cuda.device_count() if gpus is None else gpus
+    devices = _spelled(devices)
+    if isinstance(devices, (list, tuple)):
+        return max(1, len(devices))
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+        return devices
+    if devices in (-1, "-1"):
+        return gpus if _on_gpu(accelerator, gpus) else max(1, os.cpu_count() or 1)
+    return max(1, gpus) if _on_gpu(accelerator, gpus) else 1
+
+
 def check_trainer_devices(accelerator: Any, devices: Any, gpus: int | None = None) -> None:
     """Lightning's ``accelerator``/``devices`` pair, checked against this machine's GPUs.
 
@@ -46,8 +76,8 @@ def check_trainer_devices(accelerator: Any, devices: Any, gpus: int | None = Non
     names GPU indices and needs GPUs. ``gpus`` (tests): the GPU count to check against.
     """
     gpus = torch.cuda.device_count() if gpus is None else gpus
+    on_gpu = _on_gpu(accelerator, gpus)
     accelerator = "auto" if accelerator is None else str(accelerator)
-    on_gpu = accelerator in GPU_ACCELERATORS or (accelerator == "auto" and gpus > 0)
     if accelerator in GPU_ACCELERATORS and gpus == 0:
         raise ConfigError(
             f"accelerator={accelerator} asked for, but this machine has no GPU; use "
@@ -57,8 +87,7 @@ def check_trainer_devices(accelerator: Any, devices: Any, gpus: int | None = Non
         return
     if isinstance(devices, bool):
         raise ConfigError(f"devices must be a positive integer or a list of GPU indices, got {devices!r}")
-    if isinstance(devices, str) and re.fullmatch(r"\d+(,\d*)*", devices.strip()):
-        devices = [int(d) for d in devices.split(",") if d] if "," in devices else int(devices)
+    devices = _spelled(devices)
     if isinstance(devices, int):
         if devices < 1:
             raise ConfigError(f"devices must be >= 1, got {devices}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from solo_hyper.augment import DEFAULT_CROP
+from solo_hyper.augment import DEFAULT_CROP, with_defaults
 from solo_hyper.config.errors import ConfigError, closest
 from solo_hyper.config.loading import check_keys, positive_int_or_none
 from solo_hyper.config.schema import Schema, method_schema
@@ -108,22 +108,30 @@ def complete(cfg: dict, trainer_keys: set[str]) -> dict:
 SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFAR stem
 
 
-def small_images(cfg: dict) -> bool:
-    """Whether the run's large crops are small enough for the CIFAR stem (3x3 conv, no max-pool)."""
-    return cfg["augmentations"][0].get("crop_size", DEFAULT_CROP["crop_size"]) <= SMALL_IMAGE_SIZE
+def crop_entries(cfg: dict) -> list[dict]:
+    """The config's crop entries completed with their defaults (``augment.DEFAULT_CROP``), the
+    one place they are read from; the config itself keeps the entries as written (its hash, the
+    run's identity, is of what was written)."""
+    return [with_defaults(e) for e in cfg["augmentations"]]
 
 
-def crop_counts(cfg: dict) -> tuple[int, int]:
-    """(large, small) crops: crops of the first entry's size are large, as in solo-learn."""
-    entries = cfg["augmentations"]
-    large_size = entries[0].get("crop_size", DEFAULT_CROP["crop_size"])
-    large = sum(int(e.get("num_crops", 2)) for e in entries if e.get("crop_size", 32) == large_size)
-    total = sum(int(e.get("num_crops", 2)) for e in entries)
-    return large, total - large
+def small_images(crops: list[dict]) -> bool:
+    """Whether the run's large crops (completed entries) are small enough for the CIFAR stem
+    (3x3 conv, no max-pool)."""
+    return crops[0]["crop_size"] <= SMALL_IMAGE_SIZE
 
 
-def validate(cfg: dict, dataset_image_size: int | None) -> None:
-    """Value checks shared by every method (method-specific ones live with each method)."""
+def crop_counts(crops: list[dict]) -> tuple[int, int]:
+    """(large, small) crops of completed entries: crops of the first entry's size are large, as
+    in solo-learn."""
+    large_size = crops[0]["crop_size"]
+    large = sum(int(e["num_crops"]) for e in crops if e["crop_size"] == large_size)
+    return large, sum(int(e["num_crops"]) for e in crops) - large
+
+
+def validate(cfg: dict, dataset_image_size: int | None, crops: list[dict]) -> None:
+    """Value checks shared by every method (method-specific ones live with each method); crops:
+    the completed crop entries (``crop_entries``)."""
     if not cfg.get("method"):
         raise ConfigError("config has no 'method'")
     if not cfg["data"].get("dataset"):
@@ -143,8 +151,8 @@ def validate(cfg: dict, dataset_image_size: int | None) -> None:
         )
     if opt["lr"] is None or float(opt["lr"]) <= 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {opt['lr']!r}")
-    for i, entry in enumerate(cfg["augmentations"]):
-        size = entry.get("crop_size", DEFAULT_CROP["crop_size"])
+    for i, entry in enumerate(crops):
+        size = entry["crop_size"]
         if not isinstance(size, int) or size < 1:
             raise ConfigError(
                 f"augmentations.{i}.crop_size must be a positive integer, got {size!r}"
@@ -155,11 +163,10 @@ def validate(cfg: dict, dataset_image_size: int | None) -> None:
                 f"{dataset_image_size} images of {cfg['data']['dataset']}; use a crop of at most "
                 f"{dataset_image_size}"
             )
-        n = entry.get("num_crops", 2)
+        n = entry["num_crops"]
         if not isinstance(n, int) or n < 1:
             raise ConfigError(f"augmentations.{i}.num_crops must be an integer >= 1, got {n!r}")
-        rrc = entry.get("rrc", {})
-        lo, hi = rrc.get("crop_min_scale", 0.08), rrc.get("crop_max_scale", 1.0)
+        lo, hi = entry["rrc"]["crop_min_scale"], entry["rrc"]["crop_max_scale"]
         if not 0 < lo <= hi <= 1:
             raise ConfigError(
                 f"augmentations.{i}.rrc needs 0 < crop_min_scale <= crop_max_scale <= 1"

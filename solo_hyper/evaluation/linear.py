@@ -36,6 +36,7 @@ from solo_hyper.config import (
     ConfigError,
     Schema,
     closest,
+    crop_entries,
     load_config,
     positive_int_or_none,
     resolve_device,
@@ -377,7 +378,7 @@ def sgd_probe(
             val_loader,
         )
         aug = evaluation_view(model, cfg)
-        crop = int(cfg["augmentations"][0].get("crop_size", 32))
+        crop = int(crop_entries(cfg)[0]["crop_size"])
         mean, std = cfg["data"]["mean"], cfg["data"]["std"]
         head = adapter.build_linear_model(
             model.encoder, int(model.features_dim), num_classes, lcfg,

@@ -20,6 +20,7 @@ from solo_hyper.geometry import Manifold, check_space, upcast_half
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
+    check_temperature,
     info_nce,
     info_nce_reference,
 )
@@ -77,14 +78,7 @@ def contrastive_loss(
 
 
 def _validate(z: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor) -> None:
-    if isinstance(temperature, torch.Tensor):
-        if temperature.numel() != 1:
-            raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
-        on_cpu = temperature.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and not float(temperature.detach()) > 0:  # no device sync for GPU tensors
-            raise ValueError(f"temperature must be > 0, got {float(temperature)}")
-    elif not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_temperature(temperature)
     if z.dim() != 2 or not z.is_floating_point():
         raise ValueError(f"z must be a 2-D floating tensor (M, D), got {z.dtype} {tuple(z.shape)}")
     if targets.dim() != 1 or targets.shape[0] != z.shape[0]:

@@ -37,6 +37,7 @@ from solo_hyper.geometry import GramForm, Manifold, Sphere, check_space, upcast_
 from solo_hyper.losses.infonce import (
     auto_chunk_size,
     check_chunk_size,
+    check_temperature,
     info_nce,
     row_logsumexp,
 )
@@ -53,12 +54,6 @@ def ebclr_energy_form(space: Manifold, z: Tensor, z_ref: Tensor) -> GramForm:
 def _space_or_sphere(space: Manifold | None) -> Manifold:
     """The given space, or the unit sphere (the paper's D) when there is none."""
     return Sphere() if space is None else check_space(space)
-
-
-def _check_temperature(temperature: float) -> None:
-    """The temperature divides the energies: it must be strictly positive."""
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
 def _upcast(z: Tensor) -> Tensor:
@@ -109,7 +104,7 @@ def ebclr_log_density(
     z_ref detached); ``space`` None: the sphere. Local rows only (a density, not a loss: no
     gather).
     """
-    _check_temperature(temperature)
+    check_temperature(temperature)
     space = _space_or_sphere(space)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
@@ -147,7 +142,7 @@ def ebclr_loss(
     lambda1 sum counts the local rows world_size times, so that the ranks' mean loss equals the
     single-process loss on the whole batch.
     """
-    _check_temperature(temperature)
+    check_temperature(temperature)
     space = _space_or_sphere(space)
     for name, z in (("z1", z1), ("z2", z2), ("z_sgld", z_sgld)):
         _check_2d(name, z)

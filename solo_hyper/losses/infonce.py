@@ -46,6 +46,19 @@ _BLOCK_BUFFERS = 5
 _AUTO_MEMORY_SHARE = 0.25
 
 
+def check_temperature(temperature: float | torch.Tensor) -> None:
+    """The temperature divides the logits: a number (or scalar tensor) > 0. A tensor on the GPU
+    is not read (that would synchronise the device every step)."""
+    if isinstance(temperature, torch.Tensor):
+        if temperature.numel() != 1:
+            raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
+        on_cpu = temperature.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and not float(temperature.detach()) > 0:
+            raise ValueError(f"temperature must be > 0, got {float(temperature)}")
+    elif isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+
+
 def check_chunk_size(chunk_size) -> None:
     """None (no chunking), 'auto' or an integer >= 1; anything else is a ValueError."""
     if chunk_size is None or chunk_size == "auto":

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from solo_hyper.geometry import Manifold, Sphere, make_space
 from solo_hyper.losses.contrastive import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
-from solo_hyper.losses.infonce import check_chunk_size
+from solo_hyper.losses.infonce import check_chunk_size, check_temperature
 
 __all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss", "check_points"]
 
@@ -71,8 +71,7 @@ class _SpaceLoss(nn.Module):
         check: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
-        if isinstance(temperature, bool) or not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        check_temperature(temperature)
         if space is not None and not isinstance(space, Manifold):
             raise ValueError(f"space must be a solo_hyper.geometry space (make_space), got {space!r}")
         check_chunk_size(chunk_size)

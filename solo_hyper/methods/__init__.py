@@ -1,4 +1,5 @@
-"""This plugin's methods (each a thin file: heads + loss + the adapter's base class).
+"""This plugin's methods (each a thin file: an objective of ``solo_hyper.objectives`` behind the
+adapter's method base).
 
 Importing this package registers them into solo-learn's ``solo.methods.METHODS``.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from solo_hyper.config import ConfigError, crop_counts, small_images
+from solo_hyper.config import ConfigError, crop_counts, crop_entries, small_images
 from solo_hyper.data import DATASETS
 
 LAST = "last.ckpt"
@@ -118,7 +118,8 @@ def load_pretrained(path: str | Path, expect_method: str | None = None):
     if "classifier.weight" not in ckpt["state_dict"]:
         raise CheckpointError(f"checkpoint {ckpt['_path']!r} does not match its config: no weights")
     num_classes = ckpt["state_dict"]["classifier.weight"].shape[0]
-    model = adapter.build_method(cfg, num_classes, small_images(cfg), crop_counts(cfg))
+    crops = crop_entries(cfg)
+    model = adapter.build_method(cfg, num_classes, small_images(crops), crop_counts(crops))
     try:
         model.load_state_dict(ckpt["state_dict"], strict=True)
     except RuntimeError as err:

@@ -27,6 +27,7 @@ from solo_hyper.config import (
     closest,
     complete,
     crop_counts,
+    crop_entries,
     load_config,
     loggers,
     method_section,
@@ -60,6 +61,7 @@ class Prepared:
     image_size: int | None
     num_crops: tuple[int, int]
     small_images: bool
+    crops: list[dict]  # the crop entries completed with their defaults (cfg keeps them as written)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -74,7 +76,7 @@ def prepare(
         raise ConfigError(unknown_method_message(name, methods))
     cls = adapter.plugin_class(methods[name])
     cfg["method_kwargs"] = method_section(
-        name, adapter.method_arg_defaults(cls), cfg["method_kwargs"], getattr(cls, "check_args", None)
+        name, adapter.method_arg_defaults(cls), cfg["method_kwargs"], cls.check_args
     )
 
     data = cfg["data"]
@@ -93,7 +95,8 @@ def prepare(
     data["std"] = list(data["std"] or info.std)
     if any(s <= 0 for s in data["std"]):
         raise ConfigError("data.std must be positive")
-    validate(cfg, image_size)
+    crops = crop_entries(cfg)
+    validate(cfg, image_size, crops)
 
     backbone = cfg["backbone"]["name"]
     known_backbones = list(adapter.SOLO_BACKBONES) + list(BACKBONES)
@@ -102,8 +105,8 @@ def prepare(
             f"unknown backbone.name {backbone!r}{closest(backbone, known_backbones)}; known: {known_backbones}"
         )
 
-    large, small = crop_counts(cfg)
-    required = getattr(cls, "required_crops", None)
+    large, small = crop_counts(crops)
+    required = cls.required_crops
     if required is not None and large + small != required:
         raise ConfigError(
             f"method {name!r} works on exactly {required} crops per image; the augmentations give "
@@ -113,12 +116,11 @@ def prepare(
         raise ConfigError(
             f"method {name!r} needs 2 large crops (augmentations.0.num_crops=2), got {large}"
         )
-    if hasattr(cls, "check_config"):  # method checks that need the whole config (EBCLR: memory)
-        try:
-            cls.check_config(cfg)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-    return Prepared(cfg, cls, image_size, (large, small), small_images(cfg))
+    try:  # checks that need the whole config (baselines' constraints, EBCLR's memory)
+        cls.check_config(cfg)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return Prepared(cfg, cls, image_size, (large, small), small_images(crops), crops)
 
 
 def check_environment(cfg: dict) -> None:
@@ -254,7 +256,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
     # methods may bring their own callbacks (EBCLR: the replay buffer)
-    callbacks += list(getattr(model, "extra_callbacks", lambda: [])())
+    callbacks += model.extra_callbacks()
     run_loggers = build_loggers(cfg, run_dir, info)
     if run_loggers:
         callbacks += [LogConfig(cfg, {"config_hash": plan.config_hash}),

@@ -8,12 +8,12 @@ defaults main's method reads with ``omegaconf_select``). Only keys the method's 
 listed, per version: 1.0.2 takes its momentum settings as constructor arguments
 (``base_tau_momentum``, ``final_tau_momentum``, ``momentum_classifier``), main reads them from
 ``cfg.momentum``; a config gives the EMA schedule as ``method_kwargs.base_tau_momentum`` /
-``final_tau_momentum`` under both versions (``main_cfg`` moves them into ``cfg.momentum``). This plugin's own methods declare their ``ARGS`` and are
-not in the table; ``base`` and ``linear`` are solo's base classes, not methods.
+``final_tau_momentum`` under both versions (``main_cfg`` moves them into ``cfg.momentum``). This plugin's own methods take their arguments from their
+objective (``solo_hyper.objectives``) and are not in the table; ``base`` and ``linear`` are solo's base classes, not methods.
 
-The adapters call ``baseline_defaults_for`` (defaults of a class), ``patch_baseline`` (checks
-and the compatibility fixes of ``solo_hyper.solo.compat``) and ``trainable_methods``; the run
-calls ``unknown_method_message``. Imports no solo-learn at module level.
+The adapters call ``baseline_defaults_for`` (defaults of a class) and ``trainable_methods``;
+the adapter's base runs a baseline's checks (``PluginMixin.check_config``, by ``baseline_of``);
+the run calls ``unknown_method_message``. Imports no solo-learn at module level.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from solo_hyper.config import closest
+from solo_hyper.config import closest, training_processes
 
 V1, V2 = "v1", "v2"  # solo_hyper.solo.detect_api's names of the two method APIs
 VERSION = {V1: "1.0.2", V2: "main"}  # the solo-learn release that has each API
@@ -54,10 +54,7 @@ class Baseline:
 
 # ------------------------------------------------------------------------------------ checks
 def _devices(cfg: dict) -> int:
-    devices = cfg.get("devices", 1)
-    if isinstance(devices, (list, tuple)):
-        return len(devices)
-    return max(1, int(devices)) if str(devices).lstrip("-").isdigit() else 1
+    return training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
 
 
 def _queue_divides_global_batch(cfg: dict) -> None:
@@ -281,40 +278,6 @@ def unknown_method_message(name: Any, known: Iterable[str], api: str | None = No
     return f"unknown method {name!r}{closest(name, known)}; {listing}"
 
 
-# ------------------------------------------------------------------------------------ patching
-_PATCHED: dict[tuple[type, str], type] = {}
-
-
-def _check_config(checks: tuple[Check, ...]) -> Callable[[dict], None]:
-    def check_config(cfg: dict) -> None:
-        for check in checks:
-            check(cfg)
-
-    return check_config
-
-
-def patch_baseline(cls: type, api: str) -> type:
-    """The mixed plugin class ``cls`` with its baseline's config checks (``check_config``, which
-    ``prepare`` runs) and the fixes ``solo_hyper.solo.compat`` has for it under ``api``; ``cls``
-    itself when neither applies (this plugin's methods). Cached, keeps the class name."""
-    key = (cls, api)
-    if cls in _PATCHED.values():  # already patched
-        return cls
-    if key not in _PATCHED:
-        from solo_hyper.solo.compat import fixes_for
-
-        entry = baseline_of(cls)
-        fixes = fixes_for(cls, api)
-        namespace: dict[str, Any] = {"__module__": cls.__module__}
-        if entry is not None and entry.checks:
-            namespace["check_config"] = staticmethod(_check_config(entry.checks))
-        if not fixes and len(namespace) == 1:
-            _PATCHED[key] = cls
-        else:
-            _PATCHED[key] = type(cls.__name__, (*fixes, cls), namespace)
-    return _PATCHED[key]
-
-
 __all__ = [
     "BASELINES",
     "Baseline",
@@ -323,7 +286,6 @@ __all__ = [
     "baseline_defaults",
     "baseline_defaults_for",
     "baseline_of",
-    "patch_baseline",
     "trainable_methods",
     "unknown_method_message",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from solo.methods import METHODS
@@ -19,9 +19,10 @@ from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
 from solo_hyper.backbones import FrozenBackbone
-from solo_hyper.config import ConfigError
+from solo_hyper.config import ConfigError, training_processes
 from solo_hyper.metrics.knn import knn_accuracy
-from solo_hyper.solo.baselines import trainable_methods
+from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
+from solo_hyper.solo.baselines import baseline_of, trainable_methods
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
 
@@ -137,20 +138,18 @@ class PluginMixin:
     crop_std: tuple[float, ...]
     crop_noise: list[nn.Module | None] = []
 
-    def _stats_like(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (1, -1, 1, 1)
-        mean = torch.tensor(self.crop_mean, dtype=x.dtype, device=x.device).view(shape)
-        return mean, torch.tensor(self.crop_std, dtype=x.dtype, device=x.device).view(shape)
+    @property
+    def crop_stats(self) -> CropStats:
+        """The crops' statistics, as the objectives take them."""
+        return CropStats(self.crop_mean, self.crop_std)
 
     def normalize_pixels(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] pixels -> the normalised crops the backbone takes."""
-        mean, std = self._stats_like(x)
-        return (x - mean) / std
+        return self.crop_stats.normalize(x)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         """Crops normalised by a CPU pipeline back to [0, 1] pixels (for pixel-space methods)."""
-        mean, std = self._stats_like(x)
-        return (x * std + mean).clamp_(0.0, 1.0)
+        return self.crop_stats.denormalize(x)
 
     def pixels_to_input(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] pixels -> what this method's training step receives as a crop."""
@@ -203,15 +202,30 @@ class PluginMixin:
                 return batch
             return [self.device_augmentation.evaluation_view(images), targets]
 
+    @classmethod
+    def check_args(cls, args: SimpleNamespace | dict) -> Any:
+        """The check of ``method_kwargs`` (this plugin's methods: their objective's arguments;
+        solo's bundled methods: none, their ``method_kwargs`` are checked by their schema)."""
+        return None
+
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """Checks that need the whole run config, before any work: a bundled baseline's
+        constraints (``solo.baselines``); EBCLR adds its buffer's memory."""
+        entry = baseline_of(cls)
+        for check in entry.checks if entry is not None else ():
+            check(cfg)
+
+    def extra_callbacks(self) -> list:
+        """The callbacks this method needs (EBCLR: its replay buffer); none by default."""
+        return []
+
     def configure_callbacks(self) -> list:
         """The callbacks a method needs (``extra_callbacks``, e.g. EBCLR's replay buffer), under
         every launcher: solo's scripts and any Trainer a user builds attach them from here
         (Lightning 1.9 and 2.x); ones of a type the Trainer already has are left out."""
-        extra = getattr(self, "extra_callbacks", None)
-        if extra is None:
-            return []
         present = {type(c) for c in self.trainer.callbacks} if self._trainer is not None else set()
-        return [c for c in extra() if type(c) not in present]
+        return [c for c in self.extra_callbacks() if type(c) not in present]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if getattr(self, "solo_hyper_config", None) is not None:
@@ -219,37 +233,59 @@ class PluginMixin:
 
 
 class MethodMixin:
-    """The contract of this plugin's methods, the same under either solo-learn. A method declares:
-
-    - ``ARGS``: its arguments and defaults (``method_kwargs`` in the YAML);
-    - ``check_args(args)``: value checks raising ValueError with a clear message;
-    - ``build()``: creates its heads (``self.features_dim`` and ``self.args`` are set);
-    - ``project(feats) -> z``: backbone features to the loss space;
-    - ``prepare_step(batch) -> (batch, extras)``: the step's own state, made before solo's step
-      (RHCL's adversarial view, EBCLR's chain starts); default: none;
-    - ``method_loss(batch, out, z, **extras) -> (loss, metrics)``: z is the list of per-crop
-      projections.
+    """A solo-learn method wrapping one objective (``OBJECTIVE``, a class of
+    ``solo_hyper.objectives``), the same under either solo-learn. From the objective's declarations
+    come the method's arguments (``ARGS``: ``method_kwargs`` and their defaults), their one check
+    (``check_args``), its head (``projector``), crops (``required_crops``, ``pixel_space_crops``),
+    per-step preparation and loss. A method adds what a training loop must supply to the
+    objective each step (``step_inputs``: EBCLR's chain starts) and the callbacks that supply it
+    (``extra_callbacks``).
     """
 
-    ARGS: dict[str, Any] = {}
+    OBJECTIVE: ClassVar[type[Objective]]
+    ARGS: ClassVar[dict[str, Any]] = {}
     BACKBONE_ATTR = "backbone"  # solo 1.0.2: "encoder"
-    args: SimpleNamespace
+    args: ObjectiveArgs
+    objective: Objective
 
-    @staticmethod
-    def check_args(args: SimpleNamespace) -> None:
-        """Overridden by methods that have constraints on their arguments."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "OBJECTIVE" in vars(cls):
+            cls.ARGS = cls.OBJECTIVE.Args.defaults()
+            cls.required_crops = cls.OBJECTIVE.required_crops
+            cls.pixel_space_crops = cls.OBJECTIVE.pixel_space_crops
+
+    @classmethod
+    def check_args(cls, args: SimpleNamespace | dict) -> ObjectiveArgs:
+        """The objective's arguments from ``method_kwargs``; ValueError naming the key."""
+        given = dict(args) if isinstance(args, dict) else vars(args)
+        try:
+            return cls.OBJECTIVE.Args.from_mapping(given)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"method_kwargs.{err}") from None
 
     def build(self) -> None:
-        raise NotImplementedError
+        """The objective on the crops' statistics, and its head (``self.args`` is set)."""
+        self.objective = self.OBJECTIVE(self.args, self.crop_stats)
+        self.projector = self.objective.head(self.features_dim)
 
     def project(self, feats: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        return self.projector(feats)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Backbone features of a batch that solo's step does not encode (EBCLR's SGLD samples),
+        as solo's forward computes them (solo main: channels-last input)."""
+        return super().forward(x)["feats"]
+
+    def step_inputs(self, batch: list[Any]) -> dict[str, Any]:
+        """What the objective's ``prepare`` takes each step (its ``step_inputs``); none here."""
+        return {}
 
     def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-        return batch, {}
+        return self.objective.prepare(self, batch, **self.step_inputs(batch))
 
     def method_loss(self, batch, out: dict, z: list[torch.Tensor], **extras: Any):
-        raise NotImplementedError
+        return self.objective.loss(self, batch, out.get("feats", []), z, **extras)
 
     def step_projections(self, out: dict) -> list[torch.Tensor]:
         """The per-crop projections of solo's base training step (the versions differ)."""
@@ -271,7 +307,8 @@ class MethodMixin:
 
 def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[..., Any]:
     """The contract's ``build_linear_model`` from a version's
-    ``solo_linear_model(backbone, num_classes, linear_cfg, features_only) -> LinearModel``."""
+    ``solo_linear_model(backbone, num_classes, linear_cfg, features_only, train_view, eval_view)
+    -> LinearModel``."""
 
     def build_linear_model(
         encoder: nn.Module | None,
@@ -284,9 +321,9 @@ def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[...,
         """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a
         validated linear-evaluation config (``solo_hyper.evaluation.linear``)."""
         backbone = FrozenBackbone(encoder, num_features)
-        model = solo_linear_model(backbone, int(num_classes), linear_cfg, encoder is None)
-        model.train_view, model.eval_view = train_view, eval_view
-        return model
+        return solo_linear_model(
+            backbone, int(num_classes), linear_cfg, encoder is None, train_view, eval_view
+        )
 
     return build_linear_model
 
@@ -294,13 +331,20 @@ def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[...,
 class PluginLinearMixin:
     """solo's LinearModel fed with this plugin's batches: uint8 ``(images, targets)`` or
     ``(indexes, images, targets)`` turned into model inputs on their device by ``train_view`` /
-    ``eval_view`` (modules set by ``linear_model_builder``; None: the batch is used as it is,
-    e.g. precomputed features). No class-level defaults: they would hide the submodules."""
+    ``eval_view`` (constructor arguments; None: the batch is used as it is, e.g. precomputed
+    features)."""
+
+    def __init__(
+        self, *args: Any, train_view: nn.Module | None = None, eval_view: nn.Module | None = None,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.train_view, self.eval_view = train_view, eval_view
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         x, y = batch[-2], batch[-1]
         training = self._trainer is not None and self.trainer.training
-        view = getattr(self, "train_view" if training else "eval_view", None)
+        view = self.train_view if training else self.eval_view
         if view is not None:
             with torch.no_grad():
                 x = view(x)
@@ -308,19 +352,6 @@ class PluginLinearMixin:
 
 
 # ---------------------------------------------------------------------------------- registry
-def mixin_class(cls: type, plugin_base: type, cache: dict[type, type]) -> type:
-    """``cls`` with ``plugin_base`` mixed in right above solo's BaseMethod (cached).
-
-    For ``class SimCLR(BaseMethod)`` this builds ``SimCLR(SimCLR, PluginBase)``, whose MRO runs
-    SimCLR's constructor, then PluginBase's (backbone swap, augmentation), then BaseMethod's.
-    """
-    if issubclass(cls, plugin_base):
-        return cls
-    if cls not in cache:
-        cache[cls] = type(cls.__name__, (cls, plugin_base), {"__module__": cls.__module__})
-    return cache[cls]
-
-
 def register(name: str, cls: type) -> None:
     """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
     reloads, and a name already taken by another class is an error."""
@@ -346,8 +377,7 @@ def scaled_lr(cfg: dict) -> float:
     opt = cfg["optimizer"]
     lr = float(opt["lr"])
     if opt.get("scale_lr"):
-        devices = cfg.get("devices", 1)
-        n_dev = len(devices) if isinstance(devices, (list, tuple)) else max(1, int(devices or 1))
+        n_dev = training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
         lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
     return lr
 

@@ -1,7 +1,8 @@
 """Fixes that let solo-learn's bundled methods run under this plugin, without editing solo-learn.
 
-Each fix is a small mixin put in front of the mixed plugin class by
-``solo_hyper.solo.baselines.patch_baseline``; ``FIXES`` says which solo class and method API
+Each fix is a small mixin put in front of the mixed plugin class that ``plugin_class`` builds
+(the only classes this package creates at run time: solo's own methods with the adapter's base
+mixed in); ``FIXES`` says which solo class and method API
 (``v1``: solo-learn 1.0.2 on pytorch-lightning 1.9, ``v2``: solo-learn main) it applies to.
 
 solo-learn 1.0.2 on Lightning 1.9 with this plugin's backbones:
@@ -311,10 +312,33 @@ def fixes_for(cls: type, api: str) -> tuple[type, ...]:
     return tuple(reversed(found))
 
 
+_PLUGIN_CLASSES: dict[tuple[type, str], type] = {}
+
+
+def plugin_class(cls: type, plugin_base: type, api: str) -> type:
+    """A solo-learn method class ``cls`` with ``plugin_base`` (the adapter's PluginBase) mixed in
+    right above solo's BaseMethod and, in front, the fixes that apply to it under ``api``;
+    cached, under its name. This plugin's methods (already on ``plugin_base``) come back as they
+    are.
+
+    For ``class SimCLR(BaseMethod)`` this builds ``SimCLR(*fixes, SimCLR, PluginBase)``, whose MRO
+    runs the fixes, SimCLR's constructor, then PluginBase's (backbone swap, augmentation), then
+    BaseMethod's.
+    """
+    if issubclass(cls, plugin_base):
+        return cls
+    key = (cls, api)
+    if key not in _PLUGIN_CLASSES:
+        bases = (*fixes_for(cls, api), cls, plugin_base)
+        _PLUGIN_CLASSES[key] = type(cls.__name__, bases, {"__module__": cls.__module__})
+    return _PLUGIN_CLASSES[key]
+
+
 __all__ = [
     "CholeskyWhitening",
     "FIXES",
     "fixes_for",
+    "plugin_class",
     "gathered_nnclr_loss",
     "gathered_vicreg_loss",
     "replaced",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-from types import SimpleNamespace
 from typing import Any
 
 import pytorch_lightning as pl
@@ -26,8 +25,8 @@ from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import build_backbone
-from solo_hyper.solo import common
-from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
+from solo_hyper.solo import common, compat
+from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import register as register
 from solo_hyper.solo.common import registered_methods as registered_methods
 from solo_hyper.solo.contract import CONTRACT
@@ -111,10 +110,9 @@ class MethodBase(common.MethodMixin, PluginBase):
     BACKBONE_ATTR = "encoder"
 
     def __init__(self, **kwargs: Any) -> None:
-        args = {name: kwargs.pop(name, default) for name, default in self.ARGS.items()}
-        self.check_args(SimpleNamespace(**args))
+        args = self.check_args({name: kwargs.pop(name, default) for name, default in self.ARGS.items()})
         super().__init__(**kwargs)
-        self.args = SimpleNamespace(**args)
+        self.args = args
         self.build()
 
     @classmethod
@@ -150,13 +148,10 @@ class SupCon(SimCLR):
         super().__init__(supervised=supervised, **kwargs)
 
 
-_PLUGIN_CLASSES: dict[type, type] = {}
-
-
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
     baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return patch_baseline(common.mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v1")
+    return compat.plugin_class(cls, PluginBase, "v1")
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:
@@ -264,8 +259,9 @@ class PluginLinearModel(common.PluginLinearMixin, LinearModel):
 
 
 def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool
-) -> LinearModel:
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
+    train_view: nn.Module | None, eval_view: nn.Module | None,
+) -> LinearModel:  # fmt: skip
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     return PluginLinearModel(
         backbone,
@@ -280,6 +276,8 @@ def _solo_linear_model(
         extra_optimizer_args=dict(opt.get("kwargs") or {}),
         scheduler=sched["name"],
         lr_decay_steps=sched.get("lr_decay_steps"),
+        train_view=train_view,
+        eval_view=eval_view,
     )
 
 

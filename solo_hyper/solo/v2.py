@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -36,8 +35,8 @@ from torch import nn
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import BACKBONES, build_backbone
 from solo_hyper.config import ConfigError
-from solo_hyper.solo import common
-from solo_hyper.solo.baselines import baseline_defaults_for, patch_baseline
+from solo_hyper.solo import common, compat
+from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import Stats
 from solo_hyper.solo.common import register as register
 from solo_hyper.solo.common import registered_methods as registered_methods
@@ -247,7 +246,7 @@ class MethodBase(common.MethodMixin, PluginBase):
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)  # solo's base runs add_and_assert_specific_cfg first
-        self.args = SimpleNamespace(**{k: plain(self.cfg.method_kwargs[k]) for k in self.ARGS})
+        self.args = self.check_args({k: plain(self.cfg.method_kwargs[k]) for k in self.ARGS})
         self.build()
 
     @classmethod
@@ -266,15 +265,14 @@ class MethodBase(common.MethodMixin, PluginBase):
             if name not in given:
                 cfg.method_kwargs[name] = default
         kwargs = plain(cfg.method_kwargs)
-        cls.check_args(SimpleNamespace(**kwargs))
+        cls.check_args(kwargs)
         crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
         if cls.required_crops is not None and crops != cls.required_crops:
             raise ValueError(
                 f"{cls.__name__} works on exactly {cls.required_crops} crops per image; the "
                 f"augmentations give {crops}"
             )
-        if hasattr(cls, "check_config"):  # checks that need the whole config (EBCLR)
-            cls.check_config(plain(cfg))
+        cls.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
         return cfg
 
     def forward(self, X: torch.Tensor) -> dict[str, Any]:
@@ -293,13 +291,10 @@ class MethodBase(common.MethodMixin, PluginBase):
 
 
 # ---------------------------------------------------------------------------------- registry
-_PLUGIN_CLASSES: dict[type, type] = {}
-
-
 def plugin_class(cls: type) -> type:
     """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
     baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return patch_baseline(common.mixin_class(cls, PluginBase, _PLUGIN_CLASSES), "v2")
+    return compat.plugin_class(cls, PluginBase, "v2")
 
 
 def method_arg_defaults(cls: type) -> dict[str, Any]:
@@ -353,8 +348,9 @@ class PluginLinearModel(common.PluginLinearMixin, CosineSchedule, LinearModel):
 
 
 def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool
-) -> LinearModel:
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
+    train_view: nn.Module | None, eval_view: nn.Module | None,
+) -> LinearModel:  # fmt: skip
     """With 1.0.2's schedules: per epoch, ``warmup_cosine`` with 10 warmup epochs from 0."""
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     cfg = {
@@ -378,7 +374,8 @@ def _solo_linear_model(
         # precomputed features are (B, D): no channels-last conversion
         "performance": {"disable_channel_last": features_only},
     }
-    return PluginLinearModel(backbone, OmegaConf.create(cfg))
+    views = {"train_view": train_view, "eval_view": eval_view}
+    return PluginLinearModel(backbone, OmegaConf.create(cfg), **views)
 
 
 build_linear_model = common.linear_model_builder(_solo_linear_model)

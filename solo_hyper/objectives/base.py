@@ -1,0 +1,181 @@
+"""What every objective shares: typed arguments checked once, the crops' pixel statistics, the
+embedding-space arguments, and one training step for a plain PyTorch loop.
+
+An objective is a method without a framework: its arguments (a dataclass whose fields are the
+``method_kwargs``), its head onto the declared space, the crops it needs, an optional per-step
+preparation, its loss and metrics, and the per-step inputs a training loop must supply (EBCLR's
+chain starts), all declared on the class. The solo-learn methods (``solo_hyper.methods``) wrap
+one each; nothing here imports more than torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from solo_hyper.geometry import Manifold, check_geometry, make_space
+from solo_hyper.heads import SpaceProjector
+from solo_hyper.losses.infonce import check_chunk_size
+
+Batch = list[Any]  # [indexes (B,), crops (list of (B, C, H, W)), targets (B,)]
+
+
+# ---------------------------------------------------------------------------------- checks
+def is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def is_int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int)
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def check_int(name: str, value: Any, minimum: int) -> None:
+    if not is_int(value) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ObjectiveArgs:
+    """Base of the objectives' arguments: the dataclass fields are the names, defaults and types;
+    ``check`` (run once, at construction) the ranges. Messages name the field and the fix."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Overridden by each objective's arguments."""
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every argument with its default (the ``method_kwargs`` section of a config)."""
+        return {f.name: f.default for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_mapping(cls, given: Mapping[str, Any]) -> ObjectiveArgs:
+        """The arguments from a mapping; an unknown name is a ValueError with the closest one."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in given:
+            if key not in names:
+                match = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+                hint = f" (did you mean {match[0]!r}?)" if match else ""
+                raise ValueError(f"unknown argument {key!r}{hint}; known: {sorted(names)}")
+        return cls(**given)
+
+
+@dataclass(frozen=True)
+class SpaceArgs(ObjectiveArgs):
+    """The embedding space and its loss: the ``temperature``, ``geometry`` (one of
+    geometry.GEOMETRIES), ``curvature`` (c > 0 of the hyperbolic spaces, curvature -c), and the
+    loss's ``chunk_size`` (None: fused; K or auto: blocks of K anchors, O(K M) memory)."""
+
+    temperature: float = 0.2  # tau of the logits (or energies)
+    geometry: str = "poincare"
+    curvature: float = 0.1
+    learnable_curvature: bool = False
+    chunk_size: int | str | None = None
+
+    def check(self) -> None:
+        if not is_number(self.temperature) or not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+        check_geometry(self.geometry, self.curvature)
+        check_bool("learnable_curvature", self.learnable_curvature)
+        check_chunk_size(self.chunk_size)
+
+    def space(self) -> Manifold:
+        return make_space(self.geometry, self.curvature, self.learnable_curvature)
+
+
+# ---------------------------------------------------------------------------------- pixels
+@dataclass(frozen=True)
+class CropStats:
+    """The (mean, std) with which crops were normalised: [0, 1] pixels <-> encoder inputs."""
+
+    mean: tuple[float, ...] = (0.5, 0.5, 0.5)
+    std: tuple[float, ...] = (0.5, 0.5, 0.5)
+
+    def like(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        shape = (1, -1, 1, 1)
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(shape)
+        return mean, torch.tensor(self.std, dtype=x.dtype, device=x.device).view(shape)
+
+    def normalize(self, x: Tensor) -> Tensor:
+        """[0, 1] pixels -> the normalised crops the encoder takes."""
+        mean, std = self.like(x)
+        return (x - mean) / std
+
+    def denormalize(self, x: Tensor) -> Tensor:
+        """Normalised crops -> [0, 1] pixels."""
+        mean, std = self.like(x)
+        return (x * std + mean).clamp_(0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------- objective
+class Net(nn.Module):
+    """An encoder and an objective's head: what the objectives compute with (``net.encoder``,
+    ``net.projector``, and ``net.encode(x)``: the features of a batch the training loop did not
+    encode itself, such as SGLD samples); the solo-learn methods are such a module too (their
+    ``encode`` is solo's forward: channels-last input under solo main)."""
+
+    def __init__(self, encoder: nn.Module, projector: SpaceProjector) -> None:
+        super().__init__()
+        self.encoder, self.projector = encoder, projector
+
+    def encode(self, x: Tensor) -> Tensor:
+        return self.encoder(x)
+
+
+class Objective:
+    """A training objective on an encoder's features (subclasses: HCL, SHCL, RHCL, RoCL, EBCLR).
+
+    Declared per class: ``Args`` (the arguments' dataclass), ``required_crops`` (None: any number
+    of crops), ``pixel_space_crops`` (the crops come as [0, 1] pixels: attacks with a pixel budget)
+    and ``step_inputs`` (what a training loop hands ``prepare`` each step: EBCLR's "chains").
+    """
+
+    Args: ClassVar[type[ObjectiveArgs]] = ObjectiveArgs
+    required_crops: ClassVar[int | None] = None
+    pixel_space_crops: ClassVar[bool] = False
+    step_inputs: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, args: ObjectiveArgs | None = None, crop_stats: CropStats = CropStats()):
+        if args is None:
+            args = self.Args()
+        if not isinstance(args, self.Args):
+            raise TypeError(f"{type(self).__name__} takes {self.Args.__name__}, got {type(args).__name__}")
+        self.args, self.crop_stats = args, crop_stats
+
+    def head(self, features_dim: int) -> SpaceProjector:
+        """The projector from the encoder's features onto the declared space."""
+        raise NotImplementedError
+
+    def prepare(self, net: nn.Module, batch: Batch, **inputs: Any) -> tuple[Batch, dict[str, Any]]:
+        """The step's own state, made before the crops are encoded (default: none)."""
+        return batch, {}
+
+    def loss(
+        self, net: nn.Module, batch: Batch, feats: list[Tensor], z: list[Tensor], **extras: Any
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """(loss, metrics) of one step from the per-crop features and projections."""
+        raise NotImplementedError
+
+    def step(self, net: nn.Module, batch: Batch, **inputs: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """One training step outside any framework: prepare, encode every crop, the loss."""
+        batch, extras = self.prepare(net, batch, **inputs)
+        feats = [net.encoder(x) for x in batch[1]]
+        return self.loss(net, batch, feats, [net.projector(f) for f in feats], **extras)
