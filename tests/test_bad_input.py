@@ -46,6 +46,7 @@ CASES = [
     ("chunk size zero", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "method_kwargs.chunk_size=0"], r"chunk_size must be a positive integer, 'auto' or null"),
     ("chunk size not an integer", lambda t: ["pretrain", "--config", f"{FMNIST}/ebclr.yaml", "method_kwargs.chunk_size=12.5"], r"chunk_size must be a positive integer"),
     ("unknown geometry", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "method_kwargs.geometry=lorenz"], r"geometry must be one of .*did you mean 'lorentz'"),
+    ("no epochs", lambda t: ["compare", "--configs", f"{FMNIST}/hcl.yaml", "--epochs", "0", "--out", str(t / "c")], r"max_epochs must be an integer >= 1, got 0"),
     ("temperature zero", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "method_kwargs.temperature=0"], r"temperature must be > 0"),
     ("crop larger than images", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "augmentations.0.crop_size=32"], r"crop_size=32 is larger than the 28x28"),
     ("batch size one", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "optimizer.batch_size=1"], r"batch_size must be an integer >= 2"),

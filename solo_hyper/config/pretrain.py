@@ -149,6 +149,9 @@ def validate(cfg: dict, dataset_image_size: int | None, crops: list[dict]) -> No
             f"optimizer.batch_size must be an integer >= 2 (contrastive losses need negatives), "
             f"got {opt['batch_size']!r}"
         )
+    epochs = cfg.get("max_epochs")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ConfigError(f"max_epochs must be an integer >= 1, got {epochs!r} (--epochs N sets it)")
     if opt["lr"] is None or float(opt["lr"]) <= 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {opt['lr']!r}")
     for i, entry in enumerate(crops):
