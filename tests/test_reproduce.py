@@ -160,3 +160,21 @@ def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
     with hold(tmp_path / ".locks" / "hcl-normalization-cpu"):
         with pytest.raises(RunLockedError, match="reproduce hcl-normalization --scale cpu"):
             campaign.reproduce("hcl-normalization", "cpu", str(tmp_path), seeds=[0])
+
+
+def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
+    """HCL Table 3's l_inf column is PGD at 8/255 (the attack the robust configs list first)."""
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    cells = []
+    for row in column.rows[2:4]:  # RoCL, RHCL
+        cell = campaign.Cell(column, row, 0, prep=None)
+        cell.result = {"run_dir": "x", "LE A_nat": 70.0, "LE PGD-20 8/255": 50.0,
+                       "LE PGD-20 16/255": 30.0, "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0,
+                       "r-LE PGD-20 16/255": 40.0}  # fmt: skip
+        cells.append(cell)
+    metrics = campaign._metrics(spec, cells)
+    assert [m[0] for m in metrics][:3] == ["LE A_nat", "LE PGD-20 8/255", "LE PGD-20 16/255"]
+    paper = {key: p for key, _, p in metrics}
+    assert paper["LE PGD-20 8/255"] == "PGD" and paper["LE PGD-20 16/255"] == "-"
+    assert paper["LE A_nat"] == "A_nat" and paper["r-LE PGD-20 8/255"] == "-"

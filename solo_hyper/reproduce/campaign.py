@@ -388,7 +388,8 @@ def _metrics(spec: Table, cells: list[Cell]) -> list[tuple[str, str, str | None]
         return [(LINEAR_METRICS[0][0], LINEAR_METRICS[0][1], None),
                 (LINEAR_METRICS[1][0], LINEAR_METRICS[1][1], "-")]  # fmt: skip
     keys = list(dict.fromkeys(k for c in cells for k in c.result if " A_nat" in k or " PGD-" in k))
-    keys.sort(key=lambda k: (["LE", "r-LE", "AT"].index(k.split(" ")[0]), k))
+    # by protocol, each protocol's attacks in robust-eval's order (its config's: 8/255 first)
+    keys.sort(key=lambda k: ["LE", "r-LE", "AT"].index(k.split(" ")[0]))
     out = []
     for k in keys:
         protocol, metric = k.split(" ", 1)
