@@ -157,9 +157,9 @@ def test_a_run_another_terminal_holds_is_waited_for_not_failed(tmp_path, monkeyp
 def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
     from solo_hyper.run.lock import RunLockedError, hold
 
-    with hold(tmp_path / ".locks" / "hcl-normalization-cpu"):
+    with hold(tmp_path / ".locks" / "hcl-normalization-cpu-e1"):
         with pytest.raises(RunLockedError, match="reproduce hcl-normalization --scale cpu"):
-            campaign.reproduce("hcl-normalization", "cpu", str(tmp_path), seeds=[0])
+            campaign.reproduce("hcl-normalization", "cpu", str(tmp_path), seeds=[0], epochs=1)
 
 
 def test_the_papers_pgd_number_stands_beside_the_8_255_attack():

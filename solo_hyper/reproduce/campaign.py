@@ -310,9 +310,12 @@ def _robust_metrics(rows: list[dict]) -> dict:
 
 def reproduce(name: str, scale: str, out: str, **options) -> Path:
     """Trains, evaluates and tabulates one table (``run_table``'s options); returns the markdown
-    table's path. One writer per table and scale (``OUT/.locks/<table>-<scale>``): two terminals
-    may run two tables into one OUT, and a run both need is trained by one while the other waits."""
-    with hold(Path(out) / ".locks" / f"{name}-{scale}", f"reproduce {name} --scale {scale}"):
+    table's path. One writer per table file (``OUT/.locks/<its name>``): two terminals may run two
+    tables (or two row sets of one) into one OUT, and a run both need is trained by one while the
+    other waits."""
+    tag = _file_tag(options.get("epochs"), options.get("rows"), options.get("columns"),
+                    options.get("overrides", ()))  # fmt: skip
+    with hold(Path(out) / ".locks" / f"{name}-{scale}{tag}", f"reproduce {name} --scale {scale}"):
         return run_table(name, scale, out, **options)
 
 
@@ -365,7 +368,8 @@ def run_table(
 def _file_tag(epochs, rows, columns, overrides) -> str:
     """A narrowed or shrunk campaign writes its own table, never over the full one."""
     tag = f"-e{epochs}" if epochs is not None else ""
-    tag += ("-rows" if rows else "") + ("-columns" if columns else "")
+    tag += ("-rows-" + "+".join(rows) if rows else "")
+    tag += ("-columns-" + "+".join(columns) if columns else "")
     if overrides:
         tag += "-set" + hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:6]
     return tag
