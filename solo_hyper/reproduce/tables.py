@@ -87,7 +87,7 @@ def _curvature_rows(config: str) -> tuple[Row, ...]:
     # so the normalisation ablation's "normalized" row of the same budget reuses its runs
     return tuple(
         Row(f"c={c}", f"c = {c}", config, (f"method_kwargs.curvature={c}",),
-            suffix="" if c == 0.1 else f"-c{c}")
+            suffix="" if c == 0.1 else f"-c{c}", baseline=None if c == 0.1 else "c=0.1")
         for c in CURVATURES
     )  # fmt: skip
 
