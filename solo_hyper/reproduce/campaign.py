@@ -106,17 +106,21 @@ def _subset(overrides) -> int | None:
     return _override(overrides, "data.train_subset")
 
 
-def budget(column: Column, cfg: dict | None = None) -> str:
-    """The budget as the runs have it (their resolved config), then the column's own note."""
+def budget(column: Column, cfg: dict | None = None, batches: list[int] = ()) -> str:
+    """The budget as the runs have it (their resolved config; ``batches``: every row's batch
+    size), then the column's own note."""
     if cfg is None:
         return column.budget
     data, epochs = cfg["data"], int(cfg["max_epochs"])
+    batch = cfg["optimizer"]["batch_size"]
+    if len(set(batches)) > 1:
+        batch = "/".join(str(b) for b in sorted(set(batches))) + " (the row's)"
     subset = data.get("train_subset")
     images = subset or TRAIN_IMAGES.get(data["dataset"])
     split = "the full training split" if not subset else "a training subset the seed draws"
     size = f"{images:,} images" if images else "the training images"
     text = (f"{data['dataset']}, {size} ({split}), {epochs} epoch{'s' * (epochs != 1)} of batch "
-            f"{cfg['optimizer']['batch_size']}, backbone {cfg['backbone']['name']}")  # fmt: skip
+            f"{batch}, backbone {cfg['backbone']['name']}")  # fmt: skip
     return text + (f"; {column.budget}" if column.budget else "")
 
 
@@ -423,7 +427,7 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -
     for column in dict.fromkeys(c.column for c in cells):
         group = [c for c in cells if c.column is column]
         parts += [f"## {column.name} (scale {scale}; the paper's numbers: its {column.paper_column} "
-                  "column)", "", f"Budget: {budget(column, group[0].prep.cfg)}; "  # fmt: skip
+                  "column)", "", f"Budget: {budget(column, group[0].prep.cfg, [c.prep.cfg['optimizer']['batch_size'] for c in group])}; "  # fmt: skip
                   f"seeds {' '.join(str(s) for s in dict.fromkeys(c.seed for c in group))}.", ""]
         metrics = [m for m in _metrics(spec, group) if any(m[0] in c.result for c in group)]
         parts.append("| row | " + " | ".join(title for _, title, _ in metrics) + " |")
