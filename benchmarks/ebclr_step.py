@@ -66,7 +66,7 @@ def build(config: str, overrides: list[str]):
 
 def time_fit(model, loader, steps: int) -> list[float]:
     timer = StepTimer()
-    callbacks = [timer, *getattr(model, "extra_callbacks", lambda: [])()]
+    callbacks = [timer]  # the model attaches its own (EBCLR: its replay buffer)
     trainer = adapter.LIGHTNING.Trainer(
         max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,

@@ -180,7 +180,7 @@ def head_rows(batch_size: int = 256, rounds: int = 15, device: str = "cpu") -> l
 
         def step() -> None:
             z = [model.project(f) for f in feats.chunk(2)]
-            model.method_loss((indexes, None, targets), {}, z)[0].backward()
+            model.objective.loss(model, (indexes, None, targets), [], z)[0].backward()
 
         return step
 

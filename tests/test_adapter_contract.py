@@ -12,6 +12,7 @@ import torch
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError
 from solo_hyper.solo import adapter, common
+from solo_hyper.solo.baselines import baseline_defaults, installed_api
 from solo_hyper.solo.contract import CONTRACT, Adapter
 
 SOLO = Path(__file__).resolve().parents[1] / "solo_hyper" / "solo"
@@ -36,8 +37,8 @@ def test_the_installed_adapter_satisfies_the_contract():
     assert not missing
     assert isinstance(adapter.API, str) and isinstance(adapter.KNN_PERCENT, bool)
     assert hasattr(adapter.LIGHTNING, "Trainer") and "max_epochs" in adapter.trainer_arg_names()
-    assert issubclass(adapter.MethodBase, adapter.PluginBase)
-    assert issubclass(adapter.MethodBase, common.MethodMixin)
+    assert issubclass(adapter.ObjectiveMethod, adapter.PluginBase)
+    assert issubclass(adapter.ObjectiveMethod, common.ObjectiveMethodMixin)
     assert issubclass(adapter.PluginBase, common.PluginMixin)
     with adapter.launch_hooks():
         pass
@@ -83,9 +84,22 @@ def test_plugin_class_mixes_the_plugin_base_in_once():
     assert adapter.plugin_class(simclr) is mixed and adapter.plugin_class(mixed) is mixed
 
 
-def test_method_arg_defaults_of_a_plugin_method_are_its_args():
-    hcl = adapter.registered_methods()["hcl"]
-    assert adapter.method_arg_defaults(hcl) == hcl.ARGS
+def test_method_info_of_a_plugin_method_is_its_objectives_declaration():
+    from solo_hyper import objectives
+
+    for name, objective in objectives.OBJECTIVES.items():
+        info = adapter.method_info(name)
+        assert info.cls is adapter.ObjectiveMethod
+        assert info.defaults == objective.Args.defaults()
+        assert info.required_crops == objective.required_crops
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        adapter.method_info("hcl").check_args({"temperature": 0.0})
+
+
+def test_method_info_of_a_baseline_has_its_published_defaults_and_no_arg_check():
+    info = adapter.method_info("simclr")
+    assert issubclass(info.cls, adapter.PluginBase) and info.check_args is None
+    assert info.defaults == baseline_defaults("simclr", installed_api()) and info.required_crops is None
 
 
 def test_knn_metric_accumulates_and_scales_as_solo_logs():

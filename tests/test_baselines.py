@@ -203,15 +203,15 @@ def test_table_keys_are_the_installed_methods_arguments(name):
     if API == "v2" and BASELINES[name].momentum is not None:
         expected |= {"base_tau_momentum", "final_tau_momentum"}  # moved into cfg.momentum
     assert set(baseline_defaults(name, API)) == expected
-    assert set(adapter.method_arg_defaults(adapter.plugin_class(cls))) == expected
+    assert set(adapter.method_info(name).defaults) == expected
 
 
 def test_registered_methods_are_exactly_ours_and_the_installed_baselines():
-    from solo_hyper.methods import PLUGIN_METHODS
+    from solo_hyper.methods import DECLARED
 
     methods = set(adapter.registered_methods())
     assert not methods & set(NOT_METHODS)
-    assert methods == set(PLUGIN_METHODS) | set(INSTALLED)
+    assert methods == set(DECLARED) | set(INSTALLED)
 
 
 def _vendor_dir() -> Path | None:

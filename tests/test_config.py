@@ -100,8 +100,15 @@ def test_every_shipped_config_builds_the_model_it_describes(path):
 
     prep = prepare(str(path))
     assert prep.cfg["method"] == path.stem
+    from solo_hyper.methods import DECLARED
+
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-    assert isinstance(model, adapter.registered_methods()[path.stem])
+    if path.stem in DECLARED:  # the objective the config names, with the config's arguments
+        assert type(model.objective) is DECLARED[path.stem].objective
+        assert model.args == model.objective.Args(**prep.cfg["method_kwargs"])
+    else:  # solo's own class of that name, with this plugin's base
+        solo_class = adapter.registered_methods()[path.stem]
+        assert isinstance(model, solo_class) and isinstance(model, adapter.PluginBase)
     assert_model_follows_config(model, prep.cfg)
 
 

@@ -143,7 +143,7 @@ def test_lorentz_hcl_is_the_poincare_objective(method, chunk_size, learnable):
         model = build(method, geometry=geometry, curvature=0.3, chunk_size=chunk_size,
                       learnable_curvature=learnable, temperature=0.2).double()  # fmt: skip
         v = outputs.clone().requires_grad_(True)
-        loss, metrics = model.method_loss(batch, {}, [model.projector.to_space(u) for u in v])
+        loss, metrics = model.objective.loss(model, batch, [], [model.projector.to_space(u) for u in v])
         params = [v] + ([model.embedding_space.raw_curvature] if learnable else [])
         results[geometry] = (loss, *torch.autograd.grad(loss, params))
         assert metrics["nce_loss"] == loss.detach()

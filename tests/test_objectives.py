@@ -108,14 +108,21 @@ def test_ebclr_prepare_without_chains_says_where_they_come_from():
 
 def test_the_solo_methods_wrap_the_objectives():
     """Each registered method's arguments, crops and step are its objective's."""
-    from solo_hyper.methods import PLUGIN_METHODS
+    from conftest import tiny_config
 
-    for name, cls in PLUGIN_METHODS.items():
-        objective = objectives.OBJECTIVES[name]
-        assert cls.OBJECTIVE is objective
-        assert cls.ARGS == objective.Args.defaults()
-        assert cls.required_crops == objective.required_crops
-        assert cls.pixel_space_crops == objective.pixel_space_crops
+    from solo_hyper.methods import DECLARED
+    from solo_hyper.run.train import prepare
+    from solo_hyper.solo import adapter
+
+    assert set(DECLARED) == set(objectives.OBJECTIVES)
+    for name, objective in objectives.OBJECTIVES.items():
+        prep = prepare(None, base=tiny_config(name, method_kwargs={"buffer_size": 8}
+                                              if name == "ebclr" else {}))  # fmt: skip
+        model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+        assert type(model.objective) is objective and model.args == model.objective.args
+        assert model.args == objective.Args(**prep.cfg["method_kwargs"])
+        assert model.required_crops == objective.required_crops
+        assert model.pixel_space_crops == objective.pixel_space_crops
 
 
 def test_readme_objective_loop_runs_as_written():

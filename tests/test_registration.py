@@ -15,9 +15,12 @@ from solo_hyper.solo import adapter
 def test_import_registers_the_methods():
     from solo.methods import METHODS
 
-    from solo_hyper.methods import HCL, SHCL
+    from solo_hyper import objectives
+    from solo_hyper.solo.common import PLUGIN_METHODS
 
-    assert METHODS["hcl"] is HCL and METHODS["shcl"] is SHCL
+    for name in ("hcl", "shcl", "rhcl", "rocl", "ebclr"):
+        assert METHODS[name] is adapter.ObjectiveMethod, name
+        assert PLUGIN_METHODS[name].objective is objectives.OBJECTIVES[name]
     assert "simclr" in METHODS and "supcon" in METHODS
 
 

@@ -15,7 +15,7 @@ import torch
 from conftest import tiny_config
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
-from solo_hyper.methods.hcl import HCL
+from solo_hyper.objectives import HCL
 from solo_hyper.run.guards import NonFiniteLossError, newest_checkpoint
 from solo_hyper.run.train import prepare, pretrain
 from solo_hyper.solo import adapter
@@ -38,13 +38,13 @@ def run_config(tmp_path, **sections):
 
 
 def test_nan_loss_stops_the_run_naming_step_and_checkpoint(tmp_path, monkeypatch, fashion_mnist_available):
-    original = HCL.method_loss
+    original = HCL.loss
 
-    def poisoned(self, batch, out, z):
-        loss, metrics = original(self, batch, out, z)
-        return (loss * float("nan") if self.global_step >= 5 else loss), metrics
+    def poisoned(self, net, batch, feats, z, **extras):
+        loss, metrics = original(self, net, batch, feats, z, **extras)
+        return (loss * float("nan") if net.global_step >= 5 else loss), metrics
 
-    monkeypatch.setattr(HCL, "method_loss", poisoned)
+    monkeypatch.setattr(HCL, "loss", poisoned)
     prep = run_config(tmp_path, max_epochs=3, checkpoint={"enabled": True, "dir": str(tmp_path), "every_n_steps": 2})
     with pytest.raises(NonFiniteLossError, match=r"global step 5.*last finite checkpoint is .*last\.ckpt"):
         pretrain(prep, quiet=True)

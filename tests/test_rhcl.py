@@ -249,8 +249,7 @@ def test_bad_attack_arguments_are_rejected_before_any_work(kwargs, message):
 
 
 def test_bad_attack_arguments_are_rejected_by_the_class_too():
-    from solo_hyper.methods.rhcl import RHCL
-
+    method = adapter.ObjectiveMethod
     with pytest.raises(ValueError, match="eps must be a number >= 0"):
         if adapter.API.startswith("solo-learn main"):  # checked by solo main's config hook
             from omegaconf import OmegaConf
@@ -260,9 +259,9 @@ def test_bad_attack_arguments_are_rejected_by_the_class_too():
             prep = prepare(None, base=tiny_config("rhcl", method_kwargs=HEAD))
             cfg = solo_config(prep.cfg, 10, prep.small_images, prep.num_crops)
             cfg["method_kwargs"]["eps"] = -1.0
-            RHCL.add_and_assert_specific_cfg(OmegaConf.create(cfg))
+            method.add_and_assert_specific_cfg(OmegaConf.create(cfg))
         else:
-            RHCL(eps=-1.0)
+            method(method="rhcl", eps=-1.0)
 
 
 def test_rhcl_needs_exactly_two_crops():
@@ -296,7 +295,7 @@ def test_crops_normalised_by_a_cpu_pipeline_give_the_on_device_result(method):
     results = []
     for model, batch_crops in ((on_device, pixels), (cpu, received)):
         torch.manual_seed(3)  # the attack's random start
-        _, extras = model.prepare_step([indexes, batch_crops, targets])
+        _, extras = model.objective.prepare(model, [indexes, batch_crops, targets])
         torch.manual_seed(3)
         loss = model.training_step([indexes, batch_crops, targets], 0)
         results.append((extras["adversarial_view"], loss))
@@ -320,10 +319,8 @@ def test_crops_of_custom_data_without_statistics_are_an_error_before_training():
         with pytest.raises(ConfigError, match="cannot de-normalise the crops of dataset"):
             adapter.plugin_class(adapter.registered_methods()["rhcl"])(OmegaConf.create(solo_cfg))
         return
-    from solo_hyper.methods import RHCL
-
     with pytest.raises(ConfigError, match="cannot de-normalise the crops of custom data.*--mean"):
-        RHCL(
-            encoder="resnet18", num_classes=10, dataset="custom", backbone_name="small_cnn",
+        adapter.ObjectiveMethod(
+            method="rhcl", encoder="resnet18", num_classes=10, dataset="custom", backbone_name="small_cnn",
             backbone_kwargs={"width": 8}, **HEAD,
         )  # fmt: skip

@@ -25,7 +25,7 @@ from solo_hyper.augment import DEFAULT_CROP
 from solo_hyper.cli.run_solo import resolve_hydra_args, run_solo
 from solo_hyper.config import ConfigError
 from solo_hyper.geometry import make_space
-from solo_hyper.methods import PLUGIN_METHODS
+from solo_hyper.methods import DECLARED
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
 from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS, solo_config
@@ -158,25 +158,25 @@ def _composed(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.parametrize("folder", DATASET_FOLDERS)
-@pytest.mark.parametrize("method", sorted(PLUGIN_METHODS))
+@pytest.mark.parametrize("method", sorted(DECLARED))
 def test_shipped_solo_main_config(folder, method):
     """Every method has a config per dataset, in solo main's schema, that the method accepts."""
     base = SOLO_MAIN_CONFIGS / folder
     cfg = _composed(base, f"{method}.yaml")
-    cls = PLUGIN_METHODS[method]
+    info = adapter.method_info(method)
     assert cfg["method"] == method and cfg["hydra"] == {"output_subdir": None, "run": {"dir": "."}}
     assert cfg["data"]["dataset"] in SOLO_MAIN_DATASETS
-    unknown = set(cfg["method_kwargs"]) - set(cls.ARGS)
+    unknown = set(cfg["method_kwargs"]) - set(info.defaults)
     assert not unknown, f"keys {unknown} are not arguments of {method}"
-    cls.check_args(SimpleNamespace(**{**cls.ARGS, **cfg["method_kwargs"]}))
+    info.check_args(SimpleNamespace(**{**info.defaults, **cfg["method_kwargs"]}))
     crops = cfg["augmentations"]
-    assert sum(e["num_crops"] for e in crops) == (cls.required_crops or 2)
+    assert sum(e["num_crops"] for e in crops) == (info.required_crops or 2)
     for entry in crops:
         assert set(entry) <= set(DEFAULT_CROP) | {"mean", "std"}
         for key, fields in SOLO_CROP_KEYS.items():
             assert fields <= set(entry[key]), (key, entry[key])
     on_device = cfg["data"]["augment_on_device"]
-    assert on_device is (cls.pixel_space_crops or method == "ebclr")
+    assert on_device is (DECLARED[method].objective.pixel_space_crops or method == "ebclr")
     if on_device and cfg["data"]["dataset"] not in ("cifar10", "cifar100", "stl10"):
         assert cfg["data"]["image_size"] >= crops[0]["crop_size"]
     assert cfg["backbone"]["name"] in set(adapter.SOLO_BACKBONES) | {"small_cnn", "resnet18_nobn"}
@@ -187,7 +187,7 @@ def test_shipped_solo_main_config(folder, method):
 def test_shipped_linear_configs(folder):
     cfg = _composed(SOLO_MAIN_CONFIGS / "linear", f"{folder}.yaml")
     assert cfg["data"]["dataset"] in SOLO_MAIN_DATASETS
-    assert cfg["pretrain_method"] in PLUGIN_METHODS and "pretrained_feature_extractor" in cfg
+    assert cfg["pretrain_method"] in DECLARED and "pretrained_feature_extractor" in cfg
 
 
 def test_hydra_config_paths_are_taken_from_the_working_directory(tmp_path):
@@ -251,7 +251,7 @@ def test_run_solo_runs_the_script_as_main_with_the_methods_registered(tmp_path, 
     assert probe["argv"] == [
         str(script), "--config-path", str(tmp_path / "confs"), "--config-name", "hcl.yaml", str(out),
     ]  # fmt: skip
-    assert set(PLUGIN_METHODS) <= set(probe["methods"])
+    assert set(DECLARED) <= set(probe["methods"])
 
 
 # ------------------------------------------------------------------ solo-learn main installed
@@ -275,15 +275,14 @@ def _kwargs(method: str) -> dict:
 
 
 @needs_main
-@pytest.mark.parametrize("method", sorted(PLUGIN_METHODS))
+@pytest.mark.parametrize("method", sorted(DECLARED))
 def test_method_follows_solo_mains_contract(method):
     from solo.methods import METHODS
 
     cfg = _main_cfg(method, method_kwargs=_kwargs(method))
     del cfg.method_kwargs["temperature"]  # a default comes from ARGS
     model = METHODS[method](cfg)
-    cls = PLUGIN_METHODS[method]
-    assert model.cfg.method_kwargs.temperature == cls.ARGS["temperature"]
+    assert model.cfg.method_kwargs.temperature == adapter.method_info(method).defaults["temperature"]
     assert [g["name"] for g in model.learnable_params] == ["backbone", "classifier", "heads"]
     out = model(torch.randn(3, 3, 28, 28))
     assert out["logits"].shape == (3, 10) and out["feats"].shape == (3, model.features_dim)
@@ -304,7 +303,7 @@ def test_bad_method_kwargs_fail_before_the_backbone_is_built(monkeypatch):
     )
     cfg = _main_cfg("hcl")
     cfg.method_kwargs.curvatur = 0.5
-    with pytest.raises(ValueError, match=r"unknown method_kwargs \['curvatur'\].*'curvature'"):
+    with pytest.raises(ValueError, match=r"method_kwargs.curvatur is not an argument \(did you mean 'curvature'\?\)"):
         METHODS["hcl"](cfg)
     cfg = _main_cfg("hcl")
     cfg.method_kwargs.curvature = 0.0
@@ -316,7 +315,7 @@ def test_bad_method_kwargs_fail_before_the_backbone_is_built(monkeypatch):
 
 
 @needs_main
-@pytest.mark.parametrize("method", [*sorted(PLUGIN_METHODS), "simclr", "supcon"])
+@pytest.mark.parametrize("method", [*sorted(DECLARED), "simclr", "supcon"])
 def test_fast_dev_run_fit_on_device_crops(method):
     """Un-augmented batches, crops made on the device; no callbacks passed to the Trainer (EBCLR's
     replay buffer comes from the method's configure_callbacks, as under solo's launchers)."""
@@ -465,7 +464,9 @@ def test_cosine_schedule_and_1_0_2_checkpoint_keys():
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
     _, (scheduler,) = model.configure_optimizers()
     assert isinstance(scheduler, torch.optim.lr_scheduler.CosineAnnealingLR)
-    assert scheduler.T_max == 7 and model.scheduler == "cosine"
+    # solo's own schedule is off (it lacks cosine), ours is added; the configs keep cosine
+    assert scheduler.T_max == 7 and model.cosine_schedule and model.scheduler == "none"
+    assert model.solo_hyper_config["scheduler"]["name"] == model.cfg.scheduler.name == "cosine"
     state = {
         ("encoder." + k[len("backbone.") :] if k.startswith("backbone.") else k): v + 1
         for k, v in model.state_dict().items()

@@ -17,7 +17,7 @@ from solo_hyper.config import (
     small_images,
     training_processes,
 )
-from solo_hyper.methods import PLUGIN_METHODS
+from solo_hyper.methods import DECLARED
 from solo_hyper.run.identity import config_hash
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
@@ -72,11 +72,10 @@ def test_a_crop_default_is_checked_like_a_written_value():
             prepare(None, base=cfg)
 
 
-@pytest.mark.parametrize("name", sorted(PLUGIN_METHODS))
+@pytest.mark.parametrize("name", sorted(DECLARED))
 def test_the_method_kwargs_schema_is_the_objectives_dataclass(name):
-    cls = PLUGIN_METHODS[name]
-    fields = {f.name: f.default for f in dataclasses.fields(cls.OBJECTIVE.Args)}
-    assert adapter.method_arg_defaults(cls) == fields
+    fields = {f.name: f.default for f in dataclasses.fields(DECLARED[name].objective.Args)}
+    assert adapter.method_info(name).defaults == fields
     prep = prepare(None, base=tiny_config(name))  # the tiny projector, every other default
     assert prep.cfg["method_kwargs"] == {**fields, "proj_hidden_dim": 16, "proj_output_dim": 8}
     wrong = next(iter(fields)) + "x"
@@ -84,11 +83,13 @@ def test_the_method_kwargs_schema_is_the_objectives_dataclass(name):
         prepare(None, base=tiny_config(name, method_kwargs={wrong: 1}))
 
 
-def test_every_method_class_answers_the_config_checks_without_lookups():
-    """Baselines and this plugin's methods alike: check_args, check_config and required_crops are
-    declared on the adapter's base, so prepare calls them without looking them up."""
-    for name, cls in adapter.registered_methods().items():
-        plugin = adapter.plugin_class(cls)
-        assert callable(plugin.check_args) and callable(plugin.check_config)
-        assert plugin.required_crops in (None, 2), name
+def test_every_method_answers_the_config_checks_without_lookups():
+    """Baselines and this plugin's methods alike: ``method_info`` declares the arguments' check
+    (this plugin's methods; the baselines' are their schema's types), check_config and
+    required_crops, so prepare calls them without looking them up; a baseline's check_config
+    runs its table's constraints."""
+    for name in adapter.registered_methods():
+        info = adapter.method_info(name)
+        assert callable(info.check_config) and info.required_crops in (None, 2), name
+        assert (info.check_args is not None) is (name in DECLARED), name
     assert any(b.checks for b in BASELINES.values())

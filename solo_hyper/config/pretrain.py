@@ -9,6 +9,8 @@ Validation happens before any work starts and every message says what to change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from solo_hyper.augment import DEFAULT_CROP, with_defaults
 from solo_hyper.config.errors import ConfigError, closest
 from solo_hyper.config.loading import check_keys, positive_int_or_none
 from solo_hyper.config.schema import Schema, method_schema
+from solo_hyper.data import DATASETS
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -129,13 +132,29 @@ def crop_counts(crops: list[dict]) -> tuple[int, int]:
     return large, sum(int(e["num_crops"]) for e in crops) - large
 
 
-def validate(cfg: dict, dataset_image_size: int | None, crops: list[dict]) -> None:
-    """Value checks shared by every method (method-specific ones live with each method); crops:
-    the completed crop entries (``crop_entries``)."""
+@dataclass(frozen=True)
+class RunShape:
+    """What ``validate`` derives from a config: the dataset's image size (None: any), the crop
+    entries completed with their defaults (the config keeps them as written), the numbers of
+    large and small crops."""
+
+    image_size: int | None
+    crops: list[dict]
+    num_crops: tuple[int, int]
+
+
+def validate(
+    cfg: dict, required_crops: int | None, backbones: Sequence[str]
+) -> RunShape:
+    """Every check of a completed pretraining config that is not the method's own (its
+    ``method_kwargs``: the method's schema; its whole-config checks: ``check_config``), before
+    any work: the dataset (its mean/std filled in), optimiser, schedule, budget, crops (the
+    method's ``required_crops``; None: any number), backbone (one of ``backbones``), loggers and
+    checkpoints. ConfigError with the fix."""
     if not cfg.get("method"):
         raise ConfigError("config has no 'method'")
-    if not cfg["data"].get("dataset"):
-        raise ConfigError("config has no data.dataset")
+    image_size = _check_dataset(cfg["data"])
+    crops = crop_entries(cfg)
     opt = cfg["optimizer"]
     if opt["name"] not in OPTIMIZERS:
         raise ConfigError(
@@ -160,11 +179,11 @@ def validate(cfg: dict, dataset_image_size: int | None, crops: list[dict]) -> No
             raise ConfigError(
                 f"augmentations.{i}.crop_size must be a positive integer, got {size!r}"
             )
-        if dataset_image_size is not None and size > dataset_image_size:
+        if image_size is not None and size > image_size:
             raise ConfigError(
-                f"augmentations.{i}.crop_size={size} is larger than the {dataset_image_size}x"
-                f"{dataset_image_size} images of {cfg['data']['dataset']}; use a crop of at most "
-                f"{dataset_image_size}"
+                f"augmentations.{i}.crop_size={size} is larger than the {image_size}x"
+                f"{image_size} images of {cfg['data']['dataset']}; use a crop of at most "
+                f"{image_size}"
             )
         n = entry["num_crops"]
         if not isinstance(n, int) or n < 1:
@@ -183,6 +202,48 @@ def validate(cfg: dict, dataset_image_size: int | None, crops: list[dict]) -> No
     keep = ck["keep_last"]
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
         raise ConfigError(f"checkpoint.keep_last must be an integer >= 0, got {keep!r}")
+    backbone = cfg["backbone"]["name"]
+    if backbone not in backbones:
+        raise ConfigError(
+            f"unknown backbone.name {backbone!r}{closest(backbone, backbones)}; known: {list(backbones)}"
+        )
+    return RunShape(image_size, crops, _check_crop_counts(cfg["method"], crops, required_crops))
+
+
+def _check_dataset(data: dict) -> int | None:
+    """The dataset is known (its mean/std fill absent ones); its image size (None: any)."""
+    dataset = data.get("dataset")
+    if not dataset:
+        raise ConfigError("config has no data.dataset")
+    if dataset not in DATASETS:
+        raise ConfigError(
+            f"unknown data.dataset {dataset!r}{closest(dataset, DATASETS)}; known: {sorted(DATASETS)}"
+        )
+    info = DATASETS[dataset]
+    image_size = info.image_size or data.get("image_size")
+    if dataset == "custom" and not image_size:
+        raise ConfigError(
+            "data.image_size is required for the custom dataset (e.g. 256 for 224 crops)"
+        )
+    data["mean"] = list(data["mean"] or info.mean)
+    data["std"] = list(data["std"] or info.std)
+    if any(s <= 0 for s in data["std"]):
+        raise ConfigError("data.std must be positive")
+    return image_size
+
+
+def _check_crop_counts(method: str, crops: list[dict], required: int | None) -> tuple[int, int]:
+    large, small = crop_counts(crops)
+    if required is not None and large + small != required:
+        raise ConfigError(
+            f"method {method!r} works on exactly {required} crops per image; the augmentations give "
+            f"{large + small} (set augmentations.0.num_crops={required} and no small crops)"
+        )
+    if large != 2:
+        raise ConfigError(
+            f"method {method!r} needs 2 large crops (augmentations.0.num_crops=2), got {large}"
+        )
+    return large, small
 
 
 def loggers(cfg: dict) -> list[str]:

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.data import InMemoryImages, _batch_is_ready, build_datasets
 from solo_hyper.geometry import Manifold, make_space, space_from_dict
-from solo_hyper.methods.space import CHECKPOINT_KEY, geometry_of
+from solo_hyper.solo.common import SPACE_CHECKPOINT_KEY
 
 
 @dataclass
@@ -107,13 +107,13 @@ def embedding_space(model, cfg: dict, checkpoint: dict | None = None) -> Manifol
     else the config's method_kwargs (checkpoints written before the record existed); None for
     methods that declare no space (solo-learn's own). Never guessed from the vectors' norms.
     """
-    if checkpoint is not None and CHECKPOINT_KEY in checkpoint:
-        return space_from_dict(checkpoint[CHECKPOINT_KEY])
+    if checkpoint is not None and SPACE_CHECKPOINT_KEY in checkpoint:
+        return space_from_dict(checkpoint[SPACE_CHECKPOINT_KEY])
     space = getattr(model, "embedding_space", None)
     if isinstance(space, Manifold):
         return space
     kwargs = cfg.get("method_kwargs") or {}
-    geometry = geometry_of(kwargs)
+    geometry = kwargs.get("geometry")
     if geometry is None:
         return None
     return make_space(geometry, kwargs.get("curvature"), False)

@@ -1,25 +1,33 @@
-"""This plugin's methods (each a thin file: an objective of ``solo_hyper.objectives`` behind the
-adapter's method base).
+"""This plugin's methods as solo-learn runs them: each an objective of ``solo_hyper.objectives``
+(the paper's idea, torch only) with the framework glue it needs, declared here and built by the
+adapter's one generic method class (``adapter.ObjectiveMethod``).
 
 Importing this package registers them into solo-learn's ``solo.methods.METHODS``.
 """
 
-from solo_hyper.methods.ebclr import EBCLR
-from solo_hyper.methods.hcl import HCL, SHCL
-from solo_hyper.methods.rhcl import RHCL, RoCL
+from solo_hyper import objectives
+from solo_hyper.methods.ebclr import EBCLR_GLUE
 from solo_hyper.solo import adapter
+from solo_hyper.solo.common import PLUGIN_METHODS, PluginMethod
 
-PLUGIN_METHODS = {"ebclr": EBCLR, "hcl": HCL, "shcl": SHCL, "rhcl": RHCL, "rocl": RoCL}
+DECLARED = {
+    "hcl": PluginMethod(objectives.HCL),
+    "shcl": PluginMethod(objectives.SHCL),
+    "rhcl": PluginMethod(objectives.RHCL),
+    "rocl": PluginMethod(objectives.RoCL),
+    "ebclr": EBCLR_GLUE,
+}
 
 
 def register() -> None:
     """Adds the plugin's methods (and SupCon where solo-learn lacks it) to solo's registry."""
-    for name, cls in PLUGIN_METHODS.items():
-        adapter.register(name, cls)
+    PLUGIN_METHODS.update(DECLARED)
+    for name in DECLARED:
+        adapter.register(name, adapter.ObjectiveMethod)
     if "supcon" not in adapter.registered_methods():
         adapter.register("supcon", adapter.SupCon)
 
 
 register()
 
-__all__ = ["EBCLR", "HCL", "PLUGIN_METHODS", "RHCL", "RoCL", "SHCL", "register"]
+__all__ = ["DECLARED", "register"]

@@ -74,7 +74,7 @@ class ObjectiveArgs:
             if key not in names:
                 match = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
                 hint = f" (did you mean {match[0]!r}?)" if match else ""
-                raise ValueError(f"unknown argument {key!r}{hint}; known: {sorted(names)}")
+                raise ValueError(f"{key} is not an argument{hint}; known: {sorted(names)}")
         return cls(**given)
 
 

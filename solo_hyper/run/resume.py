@@ -26,6 +26,7 @@ import torch
 
 from solo_hyper.data import EpochOrderSampler
 from solo_hyper.solo import adapter
+from solo_hyper.solo.common import BatchSeeder
 
 pl = adapter.LIGHTNING
 
@@ -138,7 +139,7 @@ def gather_ranks(local: Any) -> dict[str, list]:
     return {"ranks": gathered}
 
 
-class ExactResume(pl.Callback):
+class ExactResume(BatchSeeder, pl.Callback):
     """Per-batch random states and the sampler's position across a resume (see the module)."""
 
     def __init__(self, seed: int, loader: Any) -> None:
@@ -196,16 +197,9 @@ class ExactResume(pl.Callback):
         if saved and int(trainer.global_rank) < len(saved["ranks"]):
             merge_epoch_logs(trainer, saved["ranks"][int(trainer.global_rank)])
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
-        # the module draws a batch's augmentation when the batch reaches the device, before any
-        # batch hook: it calls this first (solo_hyper.solo.common, on_after_batch_transfer)
-        pl_module.seed_training_batch = lambda: self.seed_batch(trainer)
-
-    def teardown(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
-        pl_module.__dict__.pop("seed_training_batch", None)
-
     def seed_batch(self, trainer: Any) -> None:
         """Seeds the global generators for the batch being fetched (its index in the epoch is the
-        count of batches Lightning has made ready so far)."""
+        count of batches Lightning has made ready so far). ``BatchSeeder``: the module calls it
+        when a training batch reaches the device, before it draws the batch's augmentation."""
         index = int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
         seed_globals(batch_seed(self.seed, trainer.current_epoch, index, trainer.global_rank))

@@ -24,17 +24,14 @@ from solo_hyper.config import (
     ConfigError,
     check_data_paths,
     check_trainer_devices,
-    closest,
     complete,
-    crop_counts,
-    crop_entries,
     load_config,
     loggers,
     method_section,
     small_images,
     validate,
 )
-from solo_hyper.data import DATASETS, build_dataloaders, build_datasets, ensure_dataset
+from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
 from solo_hyper.run.checkpoints import read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.run.identity import (
@@ -74,53 +71,20 @@ def prepare(
     name = cfg.get("method")
     if name not in methods:
         raise ConfigError(unknown_method_message(name, methods))
-    cls = adapter.plugin_class(methods[name])
+    method = adapter.method_info(name)
     cfg["method_kwargs"] = method_section(
-        name, adapter.method_arg_defaults(cls), cfg["method_kwargs"], cls.check_args
+        name, method.defaults, cfg["method_kwargs"], method.check_args
     )
 
-    data = cfg["data"]
-    dataset = data.get("dataset")
-    if dataset not in DATASETS:
-        raise ConfigError(
-            f"unknown data.dataset {dataset!r}{closest(dataset, DATASETS)}; known: {sorted(DATASETS)}"
-        )
-    info = DATASETS[dataset]
-    image_size = info.image_size or data.get("image_size")
-    if dataset == "custom" and not image_size:
-        raise ConfigError(
-            "data.image_size is required for the custom dataset (e.g. 256 for 224 crops)"
-        )
-    data["mean"] = list(data["mean"] or info.mean)
-    data["std"] = list(data["std"] or info.std)
-    if any(s <= 0 for s in data["std"]):
-        raise ConfigError("data.std must be positive")
-    crops = crop_entries(cfg)
-    validate(cfg, image_size, crops)
-
-    backbone = cfg["backbone"]["name"]
-    known_backbones = list(adapter.SOLO_BACKBONES) + list(BACKBONES)
-    if backbone not in known_backbones:
-        raise ConfigError(
-            f"unknown backbone.name {backbone!r}{closest(backbone, known_backbones)}; known: {known_backbones}"
-        )
-
-    large, small = crop_counts(crops)
-    required = cls.required_crops
-    if required is not None and large + small != required:
-        raise ConfigError(
-            f"method {name!r} works on exactly {required} crops per image; the augmentations give "
-            f"{large + small} (set augmentations.0.num_crops={required} and no small crops)"
-        )
-    if large != 2:
-        raise ConfigError(
-            f"method {name!r} needs 2 large crops (augmentations.0.num_crops=2), got {large}"
-        )
+    backbones = [*adapter.SOLO_BACKBONES, *BACKBONES]
+    shape = validate(cfg, method.required_crops, backbones)
     try:  # checks that need the whole config (baselines' constraints, EBCLR's memory)
-        cls.check_config(cfg)
+        method.check_config(cfg)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    return Prepared(cfg, cls, image_size, (large, small), small_images(crops), crops)
+    return Prepared(
+        cfg, method.cls, shape.image_size, shape.num_crops, small_images(shape.crops), shape.crops
+    )
 
 
 def check_environment(cfg: dict) -> None:
@@ -255,8 +219,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
                  *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
-    # methods may bring their own callbacks (EBCLR: the replay buffer)
-    callbacks += model.extra_callbacks()
+    # a method's own callbacks (EBCLR: its replay buffer) come from its configure_callbacks
     run_loggers = build_loggers(cfg, run_dir, info)
     if run_loggers:
         callbacks += [LogConfig(cfg, {"config_hash": plan.config_hash}),

@@ -12,7 +12,7 @@ listed, per version: 1.0.2 takes its momentum settings as constructor arguments
 objective (``solo_hyper.objectives``) and are not in the table; ``base`` and ``linear`` are solo's base classes, not methods.
 
 The adapters call ``baseline_defaults_for`` (defaults of a class) and ``trainable_methods``;
-the adapter's base runs a baseline's checks (``PluginMixin.check_config``, by ``baseline_of``);
+the entry runs a baseline's checks (``adapter.method_info(name).check_config``, by ``baseline_of``);
 the run calls ``unknown_method_message``. Imports no solo-learn at module level.
 """
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from solo.methods import METHODS
@@ -20,6 +21,7 @@ from torch import nn
 
 from solo_hyper.backbones import FrozenBackbone
 from solo_hyper.config import ConfigError, training_processes
+from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.knn import knn_accuracy
 from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
 from solo_hyper.solo.baselines import baseline_of, trainable_methods
@@ -119,24 +121,111 @@ class AccumulatingKNN(WeightedKNNClassifier):
         return self.scale * top1, self.scale * top5
 
 
+# ---------------------------------------------------------------------------------- plugin methods
+@dataclass(frozen=True)
+class PluginMethod:
+    """One of this plugin's methods as solo-learn runs it: its objective (the paper's idea, torch
+    only) and the framework glue that objective needs, all declared (``solo_hyper.methods``):
+
+    - ``check_config(cfg)``: checks that need the whole run config (EBCLR: its buffer's memory);
+    - ``callbacks(args)``: the Lightning callbacks that supply the objective's ``step_inputs``
+      (EBCLR: its replay buffer), attached by the method's ``configure_callbacks`` under every
+      launcher;
+    - ``step_inputs(module, batch)``: those inputs for one step, read from the callbacks.
+    """
+
+    objective: type[Objective]
+    check_config: Callable[[dict], None] | None = None
+    callbacks: Callable[[ObjectiveArgs], list] | None = None
+    step_inputs: Callable[[Any, list], dict[str, Any]] | None = None
+
+
+PLUGIN_METHODS: dict[str, PluginMethod] = {}  # filled by solo_hyper.methods
+
+
+def plugin_method(name: str) -> PluginMethod:
+    """The declaration of plugin method ``name``; KeyError naming the known ones."""
+    if name not in PLUGIN_METHODS:
+        raise KeyError(f"{name!r} is not a solo-hyper method; known: {sorted(PLUGIN_METHODS)}")
+    return PLUGIN_METHODS[name]
+
+
+def objective_args(name: str, given: SimpleNamespace | dict) -> ObjectiveArgs:
+    """Plugin method ``name``'s arguments from ``method_kwargs`` (the objective's dataclass: the
+    one check of each argument); ValueError naming the key."""
+    given = dict(given) if isinstance(given, dict) else vars(given)
+    try:
+        return plugin_method(name).objective.Args.from_mapping(given)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"method_kwargs.{err}") from None
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What the entry validates a method's config with, for this plugin's methods and solo's
+    bundled ones alike (``adapter.method_info``)."""
+
+    cls: type  # the LightningModule class that builds the method
+    defaults: dict[str, Any]  # method_kwargs and their defaults
+    check_args: Callable[[SimpleNamespace], Any] | None  # the arguments' check (plugin methods)
+    required_crops: int | None  # None: any number of crops
+    check_config: Callable[[dict], None]  # checks that need the whole config
+
+
+def _no_check(cfg: dict) -> None:
+    return None
+
+
+def plugin_method_info(name: str, cls: type) -> MethodInfo:
+    """``MethodInfo`` of plugin method ``name`` (built by the adapter's ``ObjectiveMethod``)."""
+    spec = plugin_method(name)
+    return MethodInfo(
+        cls, spec.objective.Args.defaults(), lambda args: objective_args(name, args),
+        spec.objective.required_crops, spec.check_config or _no_check,
+    )  # fmt: skip
+
+
+def baseline_method_info(cls: type, defaults: dict[str, Any]) -> MethodInfo:
+    """``MethodInfo`` of one of solo's bundled methods (its constraints: ``solo.baselines``)."""
+    entry = baseline_of(cls)
+    checks = entry.checks if entry is not None else ()
+
+    def check_config(cfg: dict) -> None:
+        for check in checks:
+            check(cfg)
+
+    return MethodInfo(cls, defaults, None, None, check_config)
+
+
+class BatchSeeder:
+    """A callback that seeds the random generators for each training batch before the module
+    augments it (``run.resume.ExactResume``: per-batch random states, so that a resumed run
+    draws the crops it would have drawn). The module calls ``seed_batch`` of every such callback
+    first thing in ``on_after_batch_transfer``, before any batch hook runs."""
+
+    def seed_batch(self, trainer: Any) -> None:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------- modules
 class PluginMixin:
     """What this plugin adds to solo's BaseMethod under either version (mixed in before it).
 
     The adapter's PluginBase sets ``device_augmentation`` (None: crops come from a CPU pipeline),
-    ``crop_mean`` / ``crop_std`` (the statistics of the crops the method receives) and
+    ``crop_mean`` / ``crop_std`` (the statistics of the crops the method receives),
     ``crop_noise`` (per crop of a CPU pipeline, the configured ``gaussian_noise`` that solo's
-    pipeline does not know and the device adds; empty with the on-device augmentation).
-    Methods set ``pixel_space_crops`` (they take [0, 1] crops and normalise themselves: attacks
-    with a pixel budget) and ``required_crops``.
+    pipeline does not know and the device adds; empty with the on-device augmentation) and
+    ``solo_hyper_config`` (the run's config, written into every checkpoint; None for a method
+    built by solo's own launchers), all in its constructor. ``pixel_space_crops``: the method
+    takes [0, 1] crops and normalises them itself (attacks with a pixel budget).
     """
 
     pixel_space_crops = False
-    required_crops: int | None = None
     device_augmentation: nn.Module | None
     crop_mean: tuple[float, ...]
     crop_std: tuple[float, ...]
     crop_noise: list[nn.Module | None] = []
+    solo_hyper_config: dict | None = None
 
     @property
     def crop_stats(self) -> CropStats:
@@ -177,16 +266,17 @@ class PluginMixin:
         return out
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Training: un-augmented (uint8) images are augmented here; crop lists from a CPU
-        pipeline pass through (``pipeline_crops``). Evaluation: uint8 images
-        are resized and normalised here; float images pass through."""
+        """Training: un-augmented (uint8) images are augmented here (after the ``BatchSeeder``
+        callbacks seeded the batch); crop lists from a CPU pipeline pass through
+        (``pipeline_crops``). Evaluation: uint8 images are resized and normalised here; float
+        images pass through."""
         if self._trainer is None:
             return batch
         with torch.no_grad():
             if self.trainer.training:
-                seed_batch = getattr(self, "seed_training_batch", None)
-                if seed_batch is not None:  # run.resume.ExactResume: per-batch random states
-                    seed_batch()
+                for callback in self.trainer.callbacks:
+                    if isinstance(callback, BatchSeeder):
+                        callback.seed_batch(self.trainer)
                 indexes, images, targets = batch
                 if isinstance(images, (list, tuple)):
                     return [indexes, self.pipeline_crops(list(images)), targets]
@@ -202,72 +292,56 @@ class PluginMixin:
                 return batch
             return [self.device_augmentation.evaluation_view(images), targets]
 
-    @classmethod
-    def check_args(cls, args: SimpleNamespace | dict) -> Any:
-        """The check of ``method_kwargs`` (this plugin's methods: their objective's arguments;
-        solo's bundled methods: none, their ``method_kwargs`` are checked by their schema)."""
-        return None
-
-    @classmethod
-    def check_config(cls, cfg: dict) -> None:
-        """Checks that need the whole run config, before any work: a bundled baseline's
-        constraints (``solo.baselines``); EBCLR adds its buffer's memory."""
-        entry = baseline_of(cls)
-        for check in entry.checks if entry is not None else ():
-            check(cfg)
-
-    def extra_callbacks(self) -> list:
-        """The callbacks this method needs (EBCLR: its replay buffer); none by default."""
-        return []
-
-    def configure_callbacks(self) -> list:
-        """The callbacks a method needs (``extra_callbacks``, e.g. EBCLR's replay buffer), under
-        every launcher: solo's scripts and any Trainer a user builds attach them from here
-        (Lightning 1.9 and 2.x); ones of a type the Trainer already has are left out."""
-        present = {type(c) for c in self.trainer.callbacks} if self._trainer is not None else set()
-        return [c for c in self.extra_callbacks() if type(c) not in present]
-
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if getattr(self, "solo_hyper_config", None) is not None:
+        if self.solo_hyper_config is not None:
             checkpoint["solo_hyper_config"] = self.solo_hyper_config
 
 
-class MethodMixin:
-    """A solo-learn method wrapping one objective (``OBJECTIVE``, a class of
-    ``solo_hyper.objectives``), the same under either solo-learn. From the objective's declarations
-    come the method's arguments (``ARGS``: ``method_kwargs`` and their defaults), their one check
-    (``check_args``), its head (``projector``), crops (``required_crops``, ``pixel_space_crops``),
-    per-step preparation and loss. A method adds what a training loop must supply to the
-    objective each step (``step_inputs``: EBCLR's chain starts) and the callbacks that supply it
-    (``extra_callbacks``).
+SPACE_CHECKPOINT_KEY = "embedding_space"  # where a checkpoint records the projector's space
+
+
+class ObjectiveMethodMixin:
+    """The generic solo-learn method around any of this plugin's objectives, the same under
+    either solo-learn (each adapter's ``ObjectiveMethod`` adds how its version constructs it).
+
+    The constructor is given the method's name (solo's ``method``) and its ``method_kwargs``,
+    checks them (``objective_args``) before solo's constructor runs, and ends with ``build``: from
+    the declaration (``PluginMethod``), the objective on the crops' statistics and its head
+    (``projector``). Each step: the
+    objective's ``prepare`` (with the ``step_inputs`` its glue reads from the callbacks), solo's
+    base step (online classifier, kNN, logging) and the objective's ``loss``.
     """
 
-    OBJECTIVE: ClassVar[type[Objective]]
-    ARGS: ClassVar[dict[str, Any]] = {}
     BACKBONE_ATTR = "backbone"  # solo 1.0.2: "encoder"
+    method: str
+    plugin: PluginMethod
     args: ObjectiveArgs
     objective: Objective
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "OBJECTIVE" in vars(cls):
-            cls.ARGS = cls.OBJECTIVE.Args.defaults()
-            cls.required_crops = cls.OBJECTIVE.required_crops
-            cls.pixel_space_crops = cls.OBJECTIVE.pixel_space_crops
-
-    @classmethod
-    def check_args(cls, args: SimpleNamespace | dict) -> ObjectiveArgs:
-        """The objective's arguments from ``method_kwargs``; ValueError naming the key."""
-        given = dict(args) if isinstance(args, dict) else vars(args)
-        try:
-            return cls.OBJECTIVE.Args.from_mapping(given)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"method_kwargs.{err}") from None
-
-    def build(self) -> None:
-        """The objective on the crops' statistics, and its head (``self.args`` is set)."""
-        self.objective = self.OBJECTIVE(self.args, self.crop_stats)
+    def build(self, name: str, args: ObjectiveArgs) -> None:
+        """The objective of method ``name`` on ``args`` (``objective_args``, checked before solo's
+        constructor ran) and its head; called at the end of construction."""
+        self.method, self.plugin, self.args = name, plugin_method(name), args
+        self.objective = self.plugin.objective(self.args, self.crop_stats)
         self.projector = self.objective.head(self.features_dim)
+
+    @property
+    def pixel_space_crops(self) -> bool:  # type: ignore[override]
+        return self.plugin.objective.pixel_space_crops
+
+    @property
+    def required_crops(self) -> int | None:
+        return self.plugin.objective.required_crops
+
+    @property
+    def embedding_space(self) -> Manifold:
+        """The projector's space (stored in every checkpoint, so evaluation reads it)."""
+        return self.projector.space
+
+    @property
+    def curvature(self):
+        """The space's curvature c (a tensor when learnable)."""
+        return self.embedding_space.curvature
 
     def project(self, feats: torch.Tensor) -> torch.Tensor:
         return self.projector(feats)
@@ -277,15 +351,25 @@ class MethodMixin:
         as solo's forward computes them (solo main: channels-last input)."""
         return super().forward(x)["feats"]
 
-    def step_inputs(self, batch: list[Any]) -> dict[str, Any]:
-        """What the objective's ``prepare`` takes each step (its ``step_inputs``); none here."""
-        return {}
+    def method_callbacks(self) -> list:
+        """The callbacks the objective needs (EBCLR: its replay buffer); none for the others."""
+        return self.plugin.callbacks(self.args) if self.plugin.callbacks else []
 
-    def prepare_step(self, batch: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-        return self.objective.prepare(self, batch, **self.step_inputs(batch))
+    def configure_callbacks(self) -> list:
+        """``method_callbacks``, under every launcher: this plugin's ``pretrain``, solo's scripts
+        and any Trainer a user builds attach them from here (Lightning 1.9 and 2.x); one of a type
+        the Trainer already has (a user's own) is left out."""
+        present = {type(c) for c in self.trainer.callbacks} if self._trainer is not None else set()
+        return [c for c in self.method_callbacks() if type(c) not in present]
 
-    def method_loss(self, batch, out: dict, z: list[torch.Tensor], **extras: Any):
-        return self.objective.loss(self, batch, out.get("feats", []), z, **extras)
+    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
+        inputs = self.plugin.step_inputs(self, batch) if self.plugin.step_inputs else {}
+        batch, extras = self.objective.prepare(self, batch, **inputs)
+        out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
+        feats, z = out.get("feats", []), self.step_projections(out)
+        loss, metrics = self.objective.loss(self, batch, feats, z, **extras)
+        self.log_dict({f"train_{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=True)
+        return loss + out["loss"]
 
     def step_projections(self, out: dict) -> list[torch.Tensor]:
         """The per-crop projections of solo's base training step (the versions differ)."""
@@ -297,12 +381,9 @@ class MethodMixin:
         heads = [p for n, p in self.named_parameters() if not n.startswith(prefixes)]
         return super().learnable_params + [{"name": "heads", "params": heads}]
 
-    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
-        batch, extras = self.prepare_step(batch)
-        out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
-        loss, metrics = self.method_loss(batch, out, self.step_projections(out), **extras)
-        self.log_dict({f"train_{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=True)
-        return loss + out["loss"]
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint[SPACE_CHECKPOINT_KEY] = self.embedding_space.to_dict()
 
 
 def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,7 +21,7 @@ class Adapter(Protocol):
     KNN_PERCENT: bool  # whether solo logs val_knn_acc1/5 in percent
     SOLO_BACKBONES: tuple[str, ...]  # backbone names solo builds itself
     PluginBase: type  # solo's BaseMethod + this plugin's backbones, augmentation, callbacks
-    MethodBase: type  # the base of this plugin's methods (contract: common.MethodMixin)
+    ObjectiveMethod: type  # this plugin's methods, any objective (common.ObjectiveMethodMixin)
     SupCon: type  # solo's SupCon (1.0.2: SimCLR with supervised=True)
     AccumulatingKNN: type  # solo's online kNN metric computed with metrics.knn
 
@@ -34,8 +34,9 @@ class Adapter(Protocol):
     def registered_methods(self) -> dict[str, type]:
         """solo's METHODS registry."""
 
-    def method_arg_defaults(self, cls: type) -> dict[str, Any]:
-        """A method's own arguments (``method_kwargs``) with their defaults."""
+    def method_info(self, name: str) -> Any:
+        """What the entry validates method ``name``'s config with (``common.MethodInfo``: its
+        class, ``method_kwargs`` defaults, checks, crops)."""
 
     def trainer_arg_names(self) -> set[str]:
         """The Lightning Trainer's argument names."""

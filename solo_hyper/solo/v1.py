@@ -3,8 +3,8 @@
 The only module (with its twin for solo-learn's GitHub main) that imports solo-learn. It supplies:
 - ``PluginBase``: solo's ``BaseMethod`` plus this plugin's backbones and the kornia augmentation
   run in ``on_after_batch_transfer``; mixed under any solo method by ``plugin_class``;
-- ``MethodBase``: the base of this plugin's methods (contract in ``common.MethodMixin``), so
-  that method files do not depend on solo-learn's API;
+- ``ObjectiveMethod``: the one solo-learn method class of this plugin's methods (any objective,
+  named by ``method``; the version-neutral part is ``common.ObjectiveMethodMixin``);
 - ``build_method``: config dict -> LightningModule, with 1.0.2's flat constructor arguments.
 """
 
@@ -50,7 +50,8 @@ class PluginBase(common.PluginMixin, BaseMethod):
     backbone_kwargs, augmentations (crop entries; None: crops come from solo's CPU pipeline),
     mean, std (of the crops; None: solo 1.0.2's statistics for ``dataset``, which its launcher
     passes), small_images (CIFAR stem for solo's ResNets), pipeline_augmentations (the crop
-    entries of a CPU pipeline's crops: their ``gaussian_noise`` is added on the device).
+    entries of a CPU pipeline's crops: their ``gaussian_noise`` is added on the device),
+    solo_hyper_config (the run's config, written into every checkpoint).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class PluginBase(common.PluginMixin, BaseMethod):
         std: tuple[float, ...] | None = None,
         small_images: bool = False,
         pipeline_augmentations: list[dict] | None = None,
+        solo_hyper_config: dict | None = None,
         **kwargs: Any,
     ) -> None:
         backbone_name = backbone_name or kwargs.get("encoder", "resnet18")
@@ -94,7 +96,7 @@ class PluginBase(common.PluginMixin, BaseMethod):
             else None
         )
         self.crop_noise = [] if augmentations else crop_noise(pipeline_augmentations)
-        self.solo_hyper_config: dict | None = None
+        self.solo_hyper_config = solo_hyper_config
 
     def validation_epoch_end(self, outs: list[dict[str, Any]]) -> None:
         super().validation_epoch_end(outs)
@@ -103,29 +105,34 @@ class PluginBase(common.PluginMixin, BaseMethod):
             self.knn.reset()
 
 
-class MethodBase(common.MethodMixin, PluginBase):
-    """Base of this plugin's methods (the contract: ``common.MethodMixin``), built from 1.0.2's
-    flat keyword arguments, with an argparse hook generated from ARGS."""
+class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
+    """This plugin's methods under solo-learn 1.0.2: any objective (``method`` names it, as
+    solo's launcher passes it), built from 1.0.2's flat keyword arguments; its ``method_kwargs``
+    come as keyword arguments too (absent ones take the objective's defaults)."""
 
     BACKBONE_ATTR = "encoder"
 
-    def __init__(self, **kwargs: Any) -> None:
-        args = self.check_args({name: kwargs.pop(name, default) for name, default in self.ARGS.items()})
+    def __init__(self, *, method: str, **kwargs: Any) -> None:
+        defaults = common.plugin_method(method).objective.Args.defaults()
+        given = {name: kwargs.pop(name, default) for name, default in defaults.items()}
+        args = common.objective_args(method, given)  # a clear error before any work
         super().__init__(**kwargs)
-        self.args = args
-        self.build()
+        self.build(method, args)
 
     @classmethod
     def add_model_specific_args(cls, parent_parser: argparse.ArgumentParser):
-        """solo 1.0.2's argparse hook, generated from ARGS."""
+        """solo 1.0.2's argparse hook: every plugin method's arguments (a name has one type
+        across the objectives); absent ones are left out, so that the constructor gives them the
+        chosen objective's defaults."""
         parent_parser = BaseMethod.add_model_specific_args(parent_parser)
-        group = parent_parser.add_argument_group(cls.__name__.lower())
-        for name, default in cls.ARGS.items():
-            if isinstance(default, bool):
-                group.add_argument(f"--{name}", type=_str2bool, default=default)
-            else:
-                kind = type(default) if default is not None else str
-                group.add_argument(f"--{name}", type=kind, default=default)
+        group = parent_parser.add_argument_group("solo-hyper methods")
+        kinds: dict[str, type] = {}
+        for spec in common.PLUGIN_METHODS.values():
+            for name, default in spec.objective.Args.defaults().items():
+                kinds.setdefault(name, type(default) if default is not None else str)
+        for name, kind in sorted(kinds.items()):
+            parse = _str2bool if kind is bool else kind
+            group.add_argument(f"--{name}", type=parse, default=argparse.SUPPRESS)
         return parent_parser
 
     def forward(self, X: torch.Tensor, *args, **kwargs) -> dict[str, Any]:
@@ -154,10 +161,17 @@ def plugin_class(cls: type) -> type:
     return compat.plugin_class(cls, PluginBase, "v1")
 
 
-def method_arg_defaults(cls: type) -> dict[str, Any]:
-    """The method's own arguments (not solo's base ones) with their defaults."""
-    if issubclass(cls, MethodBase):
-        return dict(cls.ARGS)
+def method_info(name: str) -> common.MethodInfo:
+    """What the entry validates method ``name``'s config with (its class, ``method_kwargs``
+    defaults, checks and crops)."""
+    if name in common.PLUGIN_METHODS:
+        return common.plugin_method_info(name, ObjectiveMethod)
+    cls = plugin_class(METHODS[name])
+    return common.baseline_method_info(cls, _baseline_arg_defaults(cls))
+
+
+def _baseline_arg_defaults(cls: type) -> dict[str, Any]:
+    """A solo method's own arguments (not solo's base ones) with their defaults."""
     table = baseline_defaults_for(cls, "v1")  # solo's published values
     if table is not None:
         return table
@@ -247,11 +261,11 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
         grad_clip_lars=bool(opt.get("grad_clip_lars", False)),
         knn_eval=bool(cfg["knn_eval"]["enabled"]),
         knn_k=int(cfg["knn_eval"]["k"]),
+        method=cfg["method"],
+        solo_hyper_config=cfg,
         **cfg["method_kwargs"],
     )
-    model = cls(**kwargs)
-    model.solo_hyper_config = cfg
-    return model
+    return cls(**kwargs)
 
 
 class PluginLinearModel(common.PluginLinearMixin, LinearModel):

@@ -179,16 +179,20 @@ class AccumulatingKNN(common.AccumulatingKNN):
 # ---------------------------------------------------------------------------------- modules
 class CosineSchedule:
     """solo's optimisers and schedulers, plus 1.0.2's ``cosine`` (no warmup, per epoch), which
-    solo main lacks."""
+    solo main lacks: the constructor ends with ``take_cosine_schedule``, which turns solo's own
+    schedule off (``self.scheduler = "none"``; ``self.cfg`` keeps ``cosine``) and remembers the
+    cosine, which ``configure_optimizers`` adds."""
+
+    cosine_schedule = False
+
+    def take_cosine_schedule(self) -> None:
+        if self.scheduler == "cosine":
+            self.scheduler, self.cosine_schedule = "none", True
 
     def configure_optimizers(self):
-        if self.scheduler != "cosine":
-            return super().configure_optimizers()
-        self.scheduler = "none"
-        try:
-            optimizer = super().configure_optimizers()
-        finally:
-            self.scheduler = "cosine"
+        optimizer = super().configure_optimizers()
+        if not self.cosine_schedule:
+            return optimizer
         cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=self.max_epochs, eta_min=getattr(self, "min_lr", 0.0)
         )
@@ -199,14 +203,17 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
     """solo main's BaseMethod with this plugin's backbones, on-device augmentation and extras.
 
     Mixed under any solo method by ``plugin_class``; reads the plugin keys of the module
-    docstring from ``cfg``.
+    docstring from ``cfg``, and ``cfg.solo_hyper_config`` (the run's config, written into every
+    checkpoint; absent under solo's own launchers).
     """
 
     def __init__(self, cfg: DictConfig) -> None:
         OmegaConf.set_struct(cfg, False)
         cfg = add_plugin_cfg(cfg)
         self.crop_mean, self.crop_std = pipeline_stats(cfg)  # a clear error before any work
-        super().__init__(cfg)
+        self.solo_hyper_config = plain(cfg.pop("solo_hyper_config", None))
+        super().__init__(cfg)  # completes cfg in place (solo's launchers read it afterwards)
+        self.take_cosine_schedule()
         native = self.backbone_name in SOLO_BACKBONES
         if native and self.backbone_name.startswith("resnet") and cfg.backbone.cifar_stem:
             if cfg.data.dataset not in CIFAR_DATASETS:  # solo's base did not do it
@@ -223,7 +230,6 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
         entries = omegaconf_select(cfg, "augmentations", None)
         # what solo's pipeline does not apply (gaussian_noise) is added on the device
         self.crop_noise = [] if cfg.data.augment_on_device else crop_noise(plain(entries))
-        self.solo_hyper_config: dict | None = None
 
     @property
     def encoder(self) -> nn.Module:
@@ -240,39 +246,33 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
         return super().load_state_dict(state_dict, strict=strict, **kwargs)
 
 
-class MethodBase(common.MethodMixin, PluginBase):
-    """Base of this plugin's methods (the contract: ``common.MethodMixin``), built from solo
-    main's OmegaConf cfg, with a config hook generated from ARGS."""
+class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
+    """This plugin's methods under solo main: any objective (``cfg.method`` names it), built
+    from solo main's OmegaConf cfg, whose ``method_kwargs`` solo's base constructor completes and
+    checks first (``add_and_assert_specific_cfg``, also run by solo's launchers)."""
 
     def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)  # solo's base runs add_and_assert_specific_cfg first
-        self.args = self.check_args({k: plain(self.cfg.method_kwargs[k]) for k in self.ARGS})
-        self.build()
+        super().__init__(cfg)  # runs add_and_assert_specific_cfg first: the arguments are checked
+        name = str(self.cfg.method)
+        self.build(name, common.objective_args(name, plain(self.cfg.method_kwargs)))
 
     @classmethod
     def add_and_assert_specific_cfg(cls, cfg: DictConfig) -> DictConfig:
-        """solo main's config hook, generated from ARGS: fills defaults, rejects unknown keys and
-        runs the method's checks (ValueError) before the backbone is built."""
+        """solo main's config hook: fills the objective's defaults into ``method_kwargs`` and
+        checks them and the crops (ValueError) before the backbone is built."""
         cfg = BaseMethod.add_and_assert_specific_cfg(cfg)
         cfg = add_plugin_cfg(cfg)
-        given = plain(cfg.method_kwargs) or {}
-        unknown = sorted(set(given) - set(cls.ARGS))
-        if unknown:
-            raise ValueError(
-                f"unknown method_kwargs {unknown} for {cls.__name__}; valid keys: {sorted(cls.ARGS)}"
-            )
-        for name, default in cls.ARGS.items():
-            if name not in given:
-                cfg.method_kwargs[name] = default
-        kwargs = plain(cfg.method_kwargs)
-        cls.check_args(kwargs)
+        name = str(cfg.method)
+        info = common.plugin_method_info(name, cls)
+        cfg.method_kwargs = {**info.defaults, **(plain(cfg.method_kwargs) or {})}
+        info.check_args(plain(cfg.method_kwargs))
         crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
-        if cls.required_crops is not None and crops != cls.required_crops:
+        if info.required_crops is not None and crops != info.required_crops:
             raise ValueError(
-                f"{cls.__name__} works on exactly {cls.required_crops} crops per image; the "
+                f"{name} works on exactly {info.required_crops} crops per image; the "
                 f"augmentations give {crops}"
             )
-        cls.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
+        info.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
         return cfg
 
     def forward(self, X: torch.Tensor) -> dict[str, Any]:
@@ -297,19 +297,20 @@ def plugin_class(cls: type) -> type:
     return compat.plugin_class(cls, PluginBase, "v2")
 
 
-def method_arg_defaults(cls: type) -> dict[str, Any]:
-    """The method's own arguments (``method_kwargs``) with their defaults: this plugin's methods
-    declare them (``ARGS``), solo's bundled methods have them in the explicit table of
-    ``solo_hyper.solo.baselines`` (solo's published values)."""
-    if issubclass(cls, MethodBase):
-        return dict(cls.ARGS)
+def method_info(name: str) -> common.MethodInfo:
+    """What the entry validates method ``name``'s config with: this plugin's methods declare
+    their arguments (the objective's dataclass), solo's bundled methods have theirs in the
+    explicit table of ``solo_hyper.solo.baselines`` (solo's published values)."""
+    if name in common.PLUGIN_METHODS:
+        return common.plugin_method_info(name, ObjectiveMethod)
+    cls = plugin_class(METHODS[name])
     table = baseline_defaults_for(cls, "v2")
     if table is None:
         raise ConfigError(
             f"{cls.__name__} is neither a solo-hyper method nor in the table of solo-learn's "
             "bundled methods (solo_hyper/solo/baselines.py): add its method_kwargs there"
         )
-    return table
+    return common.baseline_method_info(cls, table)
 
 
 def trainer_arg_names() -> set[str]:
@@ -334,9 +335,8 @@ def trainer_precision(precision: Any) -> Any:
 def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]):
     """The LightningModule for a completed, validated config."""
     cls = plugin_class(METHODS[cfg["method"]])
-    model = cls(OmegaConf.create(solo_config(cfg, num_classes, small_images, num_crops)))
-    model.solo_hyper_config = cfg
-    return model
+    solo_cfg = solo_config(cfg, num_classes, small_images, num_crops)
+    return cls(OmegaConf.create({**solo_cfg, "solo_hyper_config": cfg}))
 
 
 # ---------------------------------------------------------------------------------- linear
@@ -345,6 +345,10 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
 class PluginLinearModel(common.PluginLinearMixin, CosineSchedule, LinearModel):
     """solo main's LinearModel fed with this plugin's batches (``common.PluginLinearMixin``),
     plus 1.0.2's ``cosine`` schedule, which solo main's LinearModel lacks."""
+
+    def __init__(self, backbone: nn.Module, cfg: DictConfig, **views: nn.Module | None) -> None:
+        super().__init__(backbone, cfg, **views)
+        self.take_cosine_schedule()
 
 
 def _solo_linear_model(
