@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The solo-learn main side of CI: builds .venv-main (scripts/bootstrap-main.sh, from the vendored
 # sources in ../shared/vendor or $SOLO_HYPER_SHARED/vendor) and runs, there, the tests of the
-# adapter for solo-learn main: tests/test_solo_main.py (with run-solo of solo main's own
+# adapter for solo-learn main: tests/solo/test_solo_main.py (with run-solo of solo main's own
 # main_pretrain.py and main_linear.py), solo-learn's own method harness for every method, the
 # adapter contract and the methods whose step state the adapters carry. Nothing may be skipped.
 set -euo pipefail
@@ -12,9 +12,9 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore}"
 .venv-main/bin/python -m pytest -q -rs -p no:cacheprovider \
-  tests/test_solo_main.py tests/test_solo_harness.py tests/test_adapter_contract.py \
-  tests/test_rhcl.py tests/test_ebclr_method.py tests/test_ebclr_ddp_resume.py tests/test_sgld.py \
-  tests/test_methods.py tests/test_registration.py \
+  tests/solo/test_solo_main.py tests/solo/test_solo_harness.py tests/solo/test_adapter_contract.py \
+  tests/methods/test_rhcl.py tests/methods/test_ebclr_method.py tests/methods/test_ebclr_ddp_resume.py tests/test_sgld.py \
+  tests/methods/test_methods.py tests/solo/test_registration.py \
   "$@" | tee "$log"
 if grep -qE "^SKIPPED|[0-9]+ skipped" "$log"; then
   echo "[test-main] tests were skipped in the solo-learn main environment (see above)" >&2

@@ -1,7 +1,7 @@
 """Everything the rest of solo_hyper may use from an adapter (``solo_hyper.solo.adapter``).
 
 Both adapters (``v1``: solo-learn 1.0.2, ``v2``: solo-learn main) satisfy ``Adapter``; code
-outside ``solo_hyper/solo/`` uses nothing else of them. tests/test_adapter_contract.py checks the
+outside ``solo_hyper/solo/`` uses nothing else of them. tests/solo/test_adapter_contract.py checks the
 installed adapter against it, and both adapter files by their source.
 """
 

@@ -100,7 +100,7 @@ def test_help_loads_no_torch_and_prints_no_warning():
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     proc = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+                          text=True, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
     assert "pretrain" in proc.stdout and "export" in proc.stdout
     assert proc.stderr.strip() == "HEAVY []", proc.stderr[-2000:]
     proc = subprocess.run([sys.executable, "-m", "solo_hyper", "export", "--help"],

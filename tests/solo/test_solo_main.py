@@ -30,7 +30,7 @@ from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
 from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS, solo_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLO_MAIN_CONFIGS = ROOT / "configs" / "solo-main"
 DATASET_FOLDERS = ("cifar10", "cifar100", "imagenet-100", "custom")
 MAIN = adapter.API.startswith("solo-learn main")

@@ -15,7 +15,7 @@ from solo_hyper.solo import adapter, common
 from solo_hyper.solo.baselines import baseline_defaults, installed_api
 from solo_hyper.solo.contract import CONTRACT, Adapter
 
-SOLO = Path(__file__).resolve().parents[1] / "solo_hyper" / "solo"
+SOLO = Path(__file__).resolve().parents[2] / "solo_hyper" / "solo"
 
 
 def _defined_names(path: Path) -> set[str]:

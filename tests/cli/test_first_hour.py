@@ -20,7 +20,7 @@ from solo_hyper.cli.main import build_parser, main
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ["configs/pretrain/fashionmnist/simclr.yaml", "configs/pretrain/fashionmnist/hcl.yaml"]
 TINY = [
     "limit_train_batches=3", "limit_val_batches=1", "data.train_subset=192", "data.val_subset=96",

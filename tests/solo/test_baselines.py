@@ -30,7 +30,7 @@ from solo_hyper.solo.baselines import (
 )
 from solo_hyper.solo.compat import CholeskyWhitening
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FMNIST = ROOT / "configs" / "pretrain" / "fashionmnist"
 API = detect_api(__import__("solo.methods.base", fromlist=["BaseMethod"]).BaseMethod)
 INSTALLED = sorted(name for name, b in BASELINES.items() if API in b.apis)

@@ -31,7 +31,7 @@ from solo_hyper.run.train import prepare, pretrain
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"proj_hidden_dim": 16, "proj_output_dim": 8}
 METHOD_KWARGS = {"hcl": SMALL, "rhcl": {**SMALL, "steps": 2},
                  "ebclr": {**SMALL, "buffer_size": 48, "sgld_steps": 2, "rho": 0.5},
