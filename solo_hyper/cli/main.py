@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="when the run directory holds a run of another config, train this one as a new run "
         "(<name>-<config hash>) instead of refusing",
     )  # fmt: skip
-    p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
+    p.add_argument(
+        "overrides", nargs="*", help="dotted.key=value overrides (also spelt --set key=value ...)"
+    )
     p.set_defaults(func=_pretrain)
 
     p = sub.add_parser("compare", help="train several configs and tabulate them side by side")
@@ -333,6 +335,18 @@ def own_options(parser: argparse.ArgumentParser, command: str) -> dict[str, int]
 POSITIONAL_OVERRIDES = ("pretrain", "linear", "robust-eval", "finetune-adv")
 
 
+def set_as_positional(argv: list[str]) -> list[str]:
+    """``--set key=value ...`` (the spelling of compare, sweep and reproduce) as the positional
+    overrides these commands take, so that one spelling works for every command (without this
+    pretrain would read ``--set`` as a solo-learn 1.0.2 launcher flag)."""
+    out = []
+    for token in argv:
+        if token == "--set":
+            continue
+        out.append(token[len("--set="):] if token.startswith("--set=") else token)
+    return out
+
+
 def overrides_last(argv: list[str], options: dict[str, int]) -> list[str]:
     """Moves the ``key=value`` overrides behind the options, so that they may come in any order
     (argparse takes the positional overrides in one block only, before or after the options)."""
@@ -358,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "--verbose" in (argv[:2] if argv[:1] == ["run-solo"] else argv)
     solo_flags: list[str] = []
     asks_help = any(a in ("-h", "--help") for a in argv)
+    if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
+        argv = set_as_positional(argv)
     if argv[:1] == ["pretrain"] and not asks_help:  # solo 1.0.2's launcher flags may follow
         with filtered_warnings(verbose):  # solo_hyper.solo imports solo-learn
             from solo_hyper.solo.bash_flags import split_pretrain_argv

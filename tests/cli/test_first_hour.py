@@ -131,6 +131,10 @@ BAD_VALUES = [
     ("method_kwargs.normalize=maybe", "method_kwargs.normalize must be true or false, got 'maybe'"),
     ("data.num_workers=four", "data.num_workers must be a number, got 'four'"),
     ("--weight_decay abc", "optimizer.weight_decay must be a number, got 'abc'"),  # 1.0.2 flag
+    # compare's and reproduce's spelling of overrides works for pretrain too (it is no solo flag)
+    ("--set method_kwargs.temprature=0.3", "unknown method 'hcl' key 'method_kwargs.temprature' "
+     "(did you mean 'temperature'?)"),
+    ("--set=optimizer.lr=abc", "optimizer.lr must be a number, got 'abc'"),
 ]
 
 
