@@ -167,7 +167,7 @@ def test_a_killed_run_resumes_to_the_same_state(
 
 KILL_SCRIPT = """
 import os, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {here!r}]  # conftest, then this module
 from conftest import tiny_config
 from test_resume import config
 from solo_hyper.run.train import pretrain
@@ -186,7 +186,10 @@ def test_a_hard_kill_in_a_subprocess_resumes_exactly(
     tmp_path, references, tmp_path_factory, fashion_mnist_available
 ):
     reference, _ = uninterrupted("hcl", references, tmp_path_factory)
-    script = KILL_SCRIPT.format(tests=str(ROOT / "tests"), root=str(tmp_path / "killed"))
+    script = KILL_SCRIPT.format(
+        tests=str(ROOT / "tests"), here=str(Path(__file__).resolve().parent),
+        root=str(tmp_path / "killed"),
+    )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
