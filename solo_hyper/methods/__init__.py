@@ -10,11 +10,9 @@ from solo_hyper.methods.ebclr import EBCLR_GLUE
 from solo_hyper.solo import adapter
 from solo_hyper.solo.common import PLUGIN_METHODS, PluginMethod
 
+# every objective under its name (objectives.OBJECTIVES); those that need framework glue bring it
 DECLARED = {
-    "hcl": PluginMethod(objectives.HCL),
-    "shcl": PluginMethod(objectives.SHCL),
-    "rhcl": PluginMethod(objectives.RHCL),
-    "rocl": PluginMethod(objectives.RoCL),
+    **{name: PluginMethod(objective) for name, objective in objectives.OBJECTIVES.items()},
     "ebclr": EBCLR_GLUE,
 }
 
