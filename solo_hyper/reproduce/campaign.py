@@ -132,7 +132,7 @@ class Cell:
     row: Row
     seed: int
     prep: Prepared
-    status: str = "new"  # new | resume | extend | finished
+    status: str = "new"  # new | resume | finished (a campaign never trains an old run on)
     estimate_s: float | None = None
     result: dict = field(default_factory=dict)
 

@@ -69,13 +69,17 @@ def longer_budget(stored: dict, cfg: dict) -> bool:
 def plan_run(cfg: dict, on_mismatch: str = "error") -> RunPlan:
     """Decides new / resume / finished for the run directory of ``cfg`` (nothing is written).
 
-    ``on_mismatch``: "error" refuses a directory holding another config's run; "new" uses the
-    directory ``<name>-<config hash>`` instead (compare, sweep and ``--new-run``).
+    ``on_mismatch``: "error" refuses a directory holding another config's run, except a larger
+    ``max_epochs``, which trains that run on ("extend", pretrain's solo-learn way); "new" uses the
+    directory ``<name>-<config hash>`` instead (compare, sweep, reproduce and ``--new-run``), a
+    larger ``max_epochs`` included: a table's cell must be its budget trained from the start, and a
+    run trained on is not (its first epochs followed the shorter run's learning-rate schedule).
     """
     digest = config_hash(cfg)
     run_dir = run_directory(cfg)
     stored = read_run_config(run_dir)
-    if stored is not None and config_hash(stored) != digest and longer_budget(stored, cfg):
+    extendable = on_mismatch == "error" and stored is not None and config_hash(stored) != digest
+    if extendable and longer_budget(stored, cfg):
         resume = newest_checkpoint(run_dir, cfg["method"]) if cfg["auto_resume"]["enabled"] else None
         if resume is not None:
             return RunPlan(run_dir, "extend", digest, resume=resume, previous=stored)

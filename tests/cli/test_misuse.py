@@ -187,6 +187,23 @@ def test_more_epochs_train_the_run_on_and_keep_the_shorter_result(finished_run, 
     assert info["history"] == [{"config_hash": json.loads(shorter)["config_hash"], "max_epochs": 2}]
 
 
+def test_a_campaign_never_trains_an_old_run_on(finished_run, tmp_path):
+    """compare/sweep/reproduce plan with on_mismatch="new": a larger max_epochs is a run of its
+    own from the start (the old run's first epochs followed the 2-epoch schedule), while pretrain
+    (on_mismatch="error") trains the same run on."""
+    from solo_hyper.run.rundir import plan_run
+    from solo_hyper.run.train import prepare
+
+    root = tmp_path / "copy"
+    shutil.copytree(finished_run / RUN, root / RUN)
+    cfg = prepare(CONFIG, [f"checkpoint.dir={root}", *TINY, "max_epochs=3"]).cfg
+    campaign = plan_run(cfg, "new")
+    assert campaign.status == "new" and campaign.resume is None
+    assert campaign.run_dir.name == f"{RUN}-{campaign.config_hash[:8]}"
+    single = plan_run(cfg, "error")
+    assert single.status == "extend" and single.run_dir == root / RUN
+
+
 def test_compare_reuses_a_run_only_when_its_config_hash_matches(tmp_path, capsys, fashion_mnist_available):
     out = tmp_path / "cmp"
 
