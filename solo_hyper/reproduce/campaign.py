@@ -263,8 +263,9 @@ def _duration(seconds: float | None) -> str:
 
 def dry_run_text(name: str, scale: str, cells: list[Cell], out: str) -> str:
     lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs"]
-    for c in cells:
-        lines.append(f"  [{c.status:>8}] {c.prep.cfg['name']:<48} {c.row.title} ({c.column.name}),"
+    for c in cells:  # the directory the run will use (<name>-<hash> beside another config's)
+        run = plan_run(c.prep.cfg, "new").run_dir.name
+        lines.append(f"  [{c.status:>8}] {run:<48} {c.row.title} ({c.column.name}),"
                      f" est. {_duration(c.estimate_s)}")  # fmt: skip
     todo = [c.estimate_s for c in cells]
     total = None if any(e is None for e in todo) else sum(todo)
