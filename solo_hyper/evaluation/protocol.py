@@ -124,7 +124,8 @@ def evaluate_run(
     lcfg = linear_config(run_dataset(run_dir, ckpt_path), linear_config_path, linear_epochs)
     protocol = {
         "version": PROTOCOL_VERSION,
-        "checkpoint": str(ckpt_path), "checkpoint_mtime": ckpt_path.stat().st_mtime,
+        # resolved: the cache holds however the run directory is spelled (relative or absolute)
+        "checkpoint": str(ckpt_path.resolve()), "checkpoint_mtime": ckpt_path.stat().st_mtime,
         "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
     }  # fmt: skip
     cache = run_dir / "eval.json"

@@ -95,6 +95,20 @@ def test_second_compare_reuses_runs_and_reads_a_robust_evaluation(compared):
     assert records["hcl"]["robust_protocol"].startswith("r-LE, PGD-")
 
 
+def test_the_evaluation_cache_holds_however_the_run_directory_is_spelled(compared, monkeypatch):
+    """compare evaluated the run by an absolute path; the same run by a relative one reuses that
+    eval.json (a campaign run with --out spelled otherwise re-evaluated every run)."""
+    from solo_hyper.evaluation.protocol import evaluate_run
+
+    run = compared / "fashionmnist-hcl"
+    linear = str(Path(TINY_LINEAR).resolve())
+    stamp = (run / "eval.json").stat().st_mtime
+    monkeypatch.chdir(compared.parent)
+    result = evaluate_run(Path(compared.name) / run.name, linear_config_path=linear)
+    assert (run / "eval.json").stat().st_mtime == stamp
+    assert result["linear_acc1"] == json.loads((run / "eval.json").read_text())["linear_acc1"]
+
+
 def test_sweep_curvature_trains_each_value(tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["sweep", "curvature", "--config", CONFIGS[1], "--values", "0.2", "1.0",
