@@ -474,25 +474,34 @@ def _commits(cells: list[Cell]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _compared_keys(row: Row, key: str) -> list[tuple[str, str]]:
+    """(baseline's result key, metric title) each of ``row``'s results is paired with: the same
+    key, except a fine-tuned row's AT accuracy, which stands against the baseline's linear
+    evaluations at the same attack (the paper's "AT improves RHCL further")."""
+    if not (row.finetune and key.startswith("AT ")):
+        return [(key, key)]
+    attack = key[len("AT "):]
+    return [(f"{p} {attack}", f"{key} vs {p}") for p in ("LE", "r-LE")]
+
+
 def _pairs_text(group: list[Cell], metrics) -> list[str]:
     lines = []
-    for row in dict.fromkeys(c.row for c in group):
-        if row.baseline is None:
-            continue
-        base = next((r for r in dict.fromkeys(c.row for c in group) if r.key == row.baseline), None)
-        if base is None:
-            continue
-        a = {c.seed: c.result for c in group if c.row is row}
-        b = {c.seed: c.result for c in group if c.row is base}
-        for key, title, _ in metrics:
-            seeds = [s for s in a if s in b and isinstance(a[s].get(key), (int, float))
-                     and isinstance(b[s].get(key), (int, float))]  # fmt: skip
-            if not seeds:
-                continue
-            iv = paired_interval([float(a[s][key]) for s in seeds], [float(b[s][key]) for s in seeds])
-            ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
-            lines.append(f"| {row.title} - {base.title} | {title} | {len(seeds)} | {iv.mean:+.2f} | "
-                         f"{ci} | {verdict(iv, row.title, base.title)} |")  # fmt: skip
+    group_rows = list(dict.fromkeys(c.row for c in group))
+    for row in group_rows:
+        for base in (r for key in row.baselines for r in group_rows if r.key == key):
+            a = {c.seed: c.result for c in group if c.row is row}
+            b = {c.seed: c.result for c in group if c.row is base}
+            for key, _, _ in metrics:
+                for base_key, title in _compared_keys(row, key):
+                    seeds = [s for s in a if s in b and isinstance(a[s].get(key), (int, float))
+                             and isinstance(b[s].get(base_key), (int, float))]  # fmt: skip
+                    if not seeds:
+                        continue
+                    iv = paired_interval([float(a[s][key]) for s in seeds],
+                                         [float(b[s][base_key]) for s in seeds])  # fmt: skip
+                    ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+                    lines.append(f"| {row.title} - {base.title} | {title} | {len(seeds)} | "
+                                 f"{iv.mean:+.2f} | {ci} | {verdict(iv, row.title, base.title)} |")  # fmt: skip
     if not lines:
         return []
     return ["Paired differences over the seeds both ran (95% Student-t interval; 'within noise' "

@@ -20,8 +20,9 @@ class Row:
     config: str  # relative to the repository root
     overrides: tuple[str, ...] = ()
     suffix: str = ""  # added to the run name when the overrides change the config
-    baseline: str | None = None  # key of the row it is compared with (paired differences)
-    finetune: bool = False  # RHCL + AT: adversarial fine-tuning of the base row's runs
+    baselines: tuple[str, ...] = ()  # keys of the rows it is compared with (paired differences)
+    finetune: bool = False  # RHCL + AT: adversarial fine-tuning of the base row's runs, compared
+    # with its baselines' linear evaluations (AT at an attack vs LE and r-LE at the same attack)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ FMNIST = "configs/pretrain/fashionmnist"
 
 def _pair(a: str, b: str, title_a: str, title_b: str, folder: str) -> tuple[Row, Row]:
     return (Row(b, title_b, f"{folder}/{b}.yaml"),
-            Row(a, title_a, f"{folder}/{a}.yaml", baseline=b))  # fmt: skip
+            Row(a, title_a, f"{folder}/{a}.yaml", baselines=(b,)))  # fmt: skip
 
 
 def _gpu_columns(a: str, b: str, ta: str, tb: str, datasets) -> tuple[Column, ...]:
@@ -87,7 +88,7 @@ def _curvature_rows(config: str) -> tuple[Row, ...]:
     # so the normalisation ablation's "normalized" row of the same budget reuses its runs
     return tuple(
         Row(f"c={c}", f"c = {c}", config, (f"method_kwargs.curvature={c}",),
-            suffix="" if c == 0.1 else f"-c{c}", baseline=None if c == 0.1 else "c=0.1")
+            suffix="" if c == 0.1 else f"-c{c}", baselines=() if c == 0.1 else ("c=0.1",))
         for c in CURVATURES
     )  # fmt: skip
 
@@ -96,17 +97,18 @@ def _normalization_rows(config: str) -> tuple[Row, ...]:
     return (
         Row("normalized", "with normalisation", config),
         Row("unnormalized", "without normalisation", config, ("method_kwargs.normalize=false",),
-            suffix="-unnormalized", baseline="normalized"),
+            suffix="-unnormalized", baselines=("normalized",)),
     )  # fmt: skip
 
 
 def _robust_rows(folder: str) -> tuple[Row, ...]:
     return (
         Row("simclr", "SimCLR", f"{folder}/simclr.yaml"),
-        Row("hcl", "HCL", f"{folder}/hcl.yaml", baseline="simclr"),
-        Row("rocl", "RoCL", f"{folder}/rocl.yaml"),
-        Row("rhcl", "RHCL", f"{folder}/rhcl.yaml", baseline="rocl"),
-        Row("rhcl-at", "RHCL+AT", f"{folder}/rhcl.yaml", finetune=True),
+        Row("hcl", "HCL", f"{folder}/hcl.yaml", baselines=("simclr",)),
+        # "SimCLR and HCL are not robust": each robust method against its clean counterpart too
+        Row("rocl", "RoCL", f"{folder}/rocl.yaml", baselines=("simclr",)),
+        Row("rhcl", "RHCL", f"{folder}/rhcl.yaml", baselines=("rocl", "hcl")),
+        Row("rhcl-at", "RHCL+AT", f"{folder}/rhcl.yaml", baselines=("rhcl",), finetune=True),
     )
 
 
@@ -115,7 +117,7 @@ EBCLR_T1_ROWS = (
     Row("mocov2plus", "MoCo v2", "configs/ebclr/baselines/fashionmnist-mocov2plus.yaml"),
     Row("simsiam", "SimSiam", "configs/ebclr/baselines/fashionmnist-simsiam.yaml"),
     Row("byol", "BYOL", "configs/ebclr/baselines/fashionmnist-byol.yaml"),
-    Row("ebclr", "EBCLR", "configs/ebclr/fashionmnist-official.yaml", baseline="simclr"),
+    Row("ebclr", "EBCLR", "configs/ebclr/fashionmnist-official.yaml", baselines=("simclr",)),
 )
 
 
@@ -126,7 +128,7 @@ def _small_cnn(rows: tuple[Row, ...]) -> tuple[Row, ...]:
     for r in rows:
         extra = ["backbone.name=small_cnn"]
         extra.append("backbone.kwargs={batch_norm: false}" if r.key == "ebclr" else "backbone.kwargs={}")
-        out.append(Row(r.key, r.title, r.config, (*r.overrides, *extra), "-small_cnn", r.baseline))
+        out.append(Row(r.key, r.title, r.config, (*r.overrides, *extra), "-small_cnn", r.baselines))
     return tuple(out)
 
 
@@ -137,7 +139,7 @@ EBCLR_T3_ROWS = tuple(
     for row in (
         Row(f"simclr-b{b}", f"SimCLR, batch {b}", f"configs/ebclr/batch-study/simclr-b{b}.yaml"),
         Row(f"ebclr-b{b}", f"EBCLR, batch {b}", f"configs/ebclr/batch-study/ebclr-b{b}.yaml",
-            baseline=f"simclr-b{b}"),
+            baselines=(f"simclr-b{b}",)),
     )
 )  # fmt: skip
 EBCLR_LINEAR = "configs/linear/ebclr-fashionmnist.yaml"

@@ -178,3 +178,29 @@ def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
     paper = {key: p for key, _, p in metrics}
     assert paper["LE PGD-20 8/255"] == "PGD" and paper["LE PGD-20 16/255"] == "-"
     assert paper["LE A_nat"] == "A_nat" and paper["r-LE PGD-20 8/255"] == "-"
+
+
+def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
+    """"AT improves RHCL further": RHCL+AT's AT accuracy minus RHCL's LE and r-LE accuracy at the
+    same attack, seed by seed; RHCL is also paired with HCL and RoCL with SimCLR."""
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    rows = {r.key: r for r in column.rows}
+    cells = []
+    for seed, shift in ((0, 0.0), (1, 1.0), (2, 3.0)):
+        for key in ("simclr", "hcl", "rocl", "rhcl"):
+            cell = campaign.Cell(column, rows[key], seed, prep=None)
+            cell.result = {"LE A_nat": 70.0 + shift, "LE PGD-20 8/255": 50.0 + shift,
+                           "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0}  # fmt: skip
+            cells.append(cell)
+        at = campaign.Cell(column, rows["rhcl-at"], seed, prep=None)
+        at.result = {"AT A_nat": 60.0, "AT PGD-20 8/255": 52.0 + 2 * shift}
+        cells.append(at)
+    text = "\n".join(campaign._pairs_text(cells, campaign._metrics(spec, cells)))
+    # AT - LE at 8/255: 2, 3, 5 over the seeds (mean 10/3); AT - r-LE: -3, -1, +3 (mean -1/3)
+    assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs LE | 3 | +3.33 |" in text
+    assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs r-LE | 3 | -0.33 |" in text
+    assert "| RHCL+AT - RHCL | AT A_nat vs LE | 3 | -11.33 |" in text
+    assert "| RHCL - HCL | LE PGD-20 8/255 | 3 | +0.00 |" in text
+    assert "| RoCL - SimCLR | LE A_nat | 3 | +0.00 |" in text
+    assert "RHCL+AT - RHCL | LE" not in text  # a fine-tuned row has no LE of its own
