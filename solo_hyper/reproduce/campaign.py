@@ -474,12 +474,12 @@ def _commits(cells: list[Cell]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _compared_keys(row: Row, key: str) -> list[tuple[str, str]]:
+def _compared_keys(row: Row, key: str, title: str) -> list[tuple[str, str]]:
     """(baseline's result key, metric title) each of ``row``'s results is paired with: the same
     key, except a fine-tuned row's AT accuracy, which stands against the baseline's linear
     evaluations at the same attack (the paper's "AT improves RHCL further")."""
     if not (row.finetune and key.startswith("AT ")):
-        return [(key, key)]
+        return [(key, title)]
     attack = key[len("AT "):]
     return [(f"{p} {attack}", f"{key} vs {p}") for p in ("LE", "r-LE")]
 
@@ -491,8 +491,8 @@ def _pairs_text(group: list[Cell], metrics) -> list[str]:
         for base in (r for key in row.baselines for r in group_rows if r.key == key):
             a = {c.seed: c.result for c in group if c.row is row}
             b = {c.seed: c.result for c in group if c.row is base}
-            for key, _, _ in metrics:
-                for base_key, title in _compared_keys(row, key):
+            for key, metric, _ in metrics:
+                for base_key, title in _compared_keys(row, key, metric):
                     seeds = [s for s in a if s in b and isinstance(a[s].get(key), (int, float))
                              and isinstance(b[s].get(base_key), (int, float))]  # fmt: skip
                     if not seeds:

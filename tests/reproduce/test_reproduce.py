@@ -204,3 +204,17 @@ def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
     assert "| RHCL - HCL | LE PGD-20 8/255 | 3 | +0.00 |" in text
     assert "| RoCL - SimCLR | LE A_nat | 3 | +0.00 |" in text
     assert "RHCL+AT - RHCL | LE" not in text  # a fine-tuned row has no LE of its own
+
+
+def test_a_pair_is_titled_by_its_metric_not_its_result_key():
+    spec = TABLES["hcl-normalization"]
+    column = spec.scales["cpu"][0]
+    cells = []
+    for seed in (0, 1):
+        for row, acc in zip(column.rows, (84.0, 83.0 + seed)):
+            cell = campaign.Cell(column, row, seed, prep=None)
+            cell.result = {"linear_acc1": acc, "knn_top1": 77.0}
+            cells.append(cell)
+    text = "\n".join(campaign._pairs_text(cells, campaign._metrics(spec, cells)))
+    assert "| without normalisation - with normalisation | linear top-1 | 2 | -0.50 |" in text
+    assert "| kNN top-1 | 2 | +0.00 |" in text and "linear_acc1" not in text
