@@ -449,6 +449,7 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -
             paper = _paper_cell(numbers, key, column.paper_column, None if not spec.robust else "A_nat")
             parts.append(f"| {title} | not trained here{paper} |" + " |" * (len(metrics) - 1))
         parts += ["", *_pairs_text(group, metrics)]
+    parts += _across_text(spec, cells)
     if numbers is not None:
         parts += [f"Paper numbers: {numbers['source'].strip()} (solo_hyper/reproduce/paper_numbers.yaml).", ""]
     rows = [c.result for c in cells if c.result]
@@ -482,6 +483,37 @@ def _compared_keys(row: Row, key: str, title: str) -> list[tuple[str, str]]:
         return [(key, title)]
     attack = key[len("AT "):]
     return [(f"{p} {attack}", f"{key} vs {p}") for p in ("LE", "r-LE")]
+
+
+def _across_text(spec: Table, cells: list[Cell]) -> list[str]:
+    """The table's pairs across two columns (same seed, the linear and kNN metrics)."""
+    by = {}
+    for c in cells:
+        if c.result:
+            by.setdefault((c.column.name, c.row.key), {})[c.seed] = c
+    lines = []
+    for col_a, row_a, col_b, row_b in spec.across:
+        a, b = by.get((col_a, row_a), {}), by.get((col_b, row_b), {})
+        seeds = [s for s in a if s in b]
+        if not seeds:
+            continue
+        first_a, first_b = a[seeds[0]], b[seeds[0]]
+        name_a = f"{first_a.row.title} ({col_a})"
+        name_b = f"{first_b.row.title} ({col_b})"
+        for key, title, _ in _metrics(spec, [first_a, first_b]):
+            pairs = [(a[s].result.get(key), b[s].result.get(key)) for s in seeds]
+            pairs = [(x, y) for x, y in pairs if isinstance(x, (int, float)) and isinstance(y, (int, float))]
+            if not pairs:
+                continue
+            iv = paired_interval([float(x) for x, _ in pairs], [float(y) for _, y in pairs])
+            ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+            lines.append(f"| {name_a} - {name_b} | {title} | {len(pairs)} | {iv.mean:+.2f} | {ci} | "
+                         f"{verdict(iv, name_a, name_b)} |")  # fmt: skip
+    if not lines:
+        return []
+    return ["## Across columns", "", "Paired over the seeds both ran (95% Student-t interval):", "",
+            "| pair (A - B) | metric | seeds | mean | 95% interval | verdict |",
+            "|---|---|---|---|---|---|", *lines, ""]  # fmt: skip
 
 
 def _pairs_text(group: list[Cell], metrics) -> list[str]:

@@ -218,3 +218,27 @@ def test_a_pair_is_titled_by_its_metric_not_its_result_key():
     text = "\n".join(campaign._pairs_text(cells, campaign._metrics(spec, cells)))
     assert "| without normalisation - with normalisation | linear top-1 | 2 | -0.50 |" in text
     assert "| kNN top-1 | 2 | +0.00 |" in text and "linear_acc1" not in text
+
+
+def test_ebclr_table3_pairs_the_batch_claims_and_the_epochs_across_columns():
+    """EBCLR at 16 vs SimCLR at 128, SimCLR 16 vs 128, EBCLR 16 vs 128 inside a column; EBCLR's
+    short column vs SimCLR's long one (4x fewer epochs) across the two."""
+    spec = TABLES["ebclr-table3"]
+    short, long = spec.scales["cpu"]
+    cells = []
+    for column, level in ((short, 80.0), (long, 82.0)):
+        for row in column.rows:
+            for seed in (0, 1):
+                cell = campaign.Cell(column, row, seed, prep=None)
+                bonus = 1.0 if row.key == "ebclr-b16" else 0.0
+                cell.result = {"linear_acc1": level + bonus + seed, "knn_top1": 70.0}
+                cells.append(cell)
+    within = "\n".join(campaign._pairs_text([c for c in cells if c.column is long],
+                                            campaign._metrics(spec, cells)))  # fmt: skip
+    assert "| EBCLR, batch 16 - SimCLR, batch 128 | linear top-1 | 2 | +1.00 |" in within
+    assert "| EBCLR, batch 16 - EBCLR, batch 128 | linear top-1 | 2 | +1.00 |" in within
+    assert "| SimCLR, batch 16 - SimCLR, batch 128 | linear top-1 | 2 | +0.00 |" in within
+    across = "\n".join(campaign._across_text(spec, cells))
+    assert "| EBCLR, batch 16 (short) - SimCLR, batch 16 (long) | linear top-1 | 2 | -1.00 |" in across
+    assert "| EBCLR, batch 128 (short) - SimCLR, batch 128 (long) | linear top-1 | 2 | -2.00 |" in across
+    assert campaign._across_text(TABLES["hcl-table1"], cells) == []  # a table without such pairs
