@@ -133,6 +133,7 @@ class Cell:
     seed: int
     prep: Prepared
     status: str = "new"  # new | resume | finished (a campaign never trains an old run on)
+    run_dir: Path | None = None  # the directory plan_run chose (<name>-<hash> beside another's)
     estimate_s: float | None = None
     result: dict = field(default_factory=dict)
 
@@ -156,8 +157,7 @@ def _data_overrides(column: Column, data_root: str | None) -> list[str]:
 
 def estimate(cell: Cell, scale: str) -> float | None:
     """Seconds the cell still needs (CPU scale: the measured throughputs of ``tables``)."""
-    run_dir = plan_run(cell.prep.cfg, "new").run_dir
-    evaluated = (run_dir / "eval.json").is_file()
+    evaluated = (cell.run_dir / "eval.json").is_file()
     if cell.status == "finished" and evaluated and not _needs_robust(cell):
         return 0.0
     if scale != "cpu":
@@ -229,7 +229,8 @@ def plan(
             cells.append(Cell(column, row, seed, prep))
     for cell in cells:
         check_environment(cell.prep.cfg)
-        cell.status = plan_run(cell.prep.cfg, "new").status
+        planned = plan_run(cell.prep.cfg, "new")
+        cell.status, cell.run_dir = planned.status, planned.run_dir
         cell.estimate_s = estimate(cell, scale)
     return cells
 
@@ -237,8 +238,7 @@ def plan(
 def _needs_robust(cell: Cell) -> bool:
     if not cell.column.robust_config:
         return False
-    run_dir = plan_run(cell.prep.cfg, "new").run_dir
-    return _robust_rows(cell, run_dir) is None
+    return _robust_rows(cell, cell.run_dir) is None
 
 
 def _robust_rows(cell: Cell, run_dir: Path) -> list[dict] | None:
@@ -263,9 +263,8 @@ def _duration(seconds: float | None) -> str:
 
 def dry_run_text(name: str, scale: str, cells: list[Cell], out: str) -> str:
     lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs"]
-    for c in cells:  # the directory the run will use (<name>-<hash> beside another config's)
-        run = plan_run(c.prep.cfg, "new").run_dir.name
-        lines.append(f"  [{c.status:>8}] {run:<48} {c.row.title} ({c.column.name}),"
+    for c in cells:
+        lines.append(f"  [{c.status:>8}] {c.run_dir.name:<48} {c.row.title} ({c.column.name}),"
                      f" est. {_duration(c.estimate_s)}")  # fmt: skip
     todo = [c.estimate_s for c in cells]
     total = None if any(e is None for e in todo) else sum(todo)
@@ -485,30 +484,38 @@ def _compared_keys(row: Row, key: str, title: str) -> list[tuple[str, str]]:
     return [(f"{p} {attack}", f"{key} vs {p}") for p in ("LE", "r-LE")]
 
 
+def _pair_line(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: str,
+               title: str) -> str | None:
+    """One table line: A's ``key_a`` minus B's ``key_b`` over the seeds both measured (``a`` and
+    ``b`` map seed -> result), or None when no seed has both."""
+    seeds = [s for s in a if s in b and isinstance(a[s].get(key_a), (int, float))
+             and isinstance(b[s].get(key_b), (int, float))]  # fmt: skip
+    if not seeds:
+        return None
+    iv = paired_interval([float(a[s][key_a]) for s in seeds], [float(b[s][key_b]) for s in seeds])
+    ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+    return (f"| {name_a} - {name_b} | {title} | {len(seeds)} | {iv.mean:+.2f} | {ci} | "
+            f"{verdict(iv, name_a, name_b)} |")
+
+
+def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
+    return {c.seed: c.result for c in cells if c.column.name == column and c.row.key == row}
+
+
 def _across_text(spec: Table, cells: list[Cell]) -> list[str]:
-    """The table's pairs across two columns (same seed, the linear and kNN metrics)."""
-    by = {}
-    for c in cells:
-        if c.result:
-            by.setdefault((c.column.name, c.row.key), {})[c.seed] = c
+    """The table's pairs across two columns (same seed, the table's metrics)."""
     lines = []
     for col_a, row_a, col_b, row_b in spec.across:
-        a, b = by.get((col_a, row_a), {}), by.get((col_b, row_b), {})
-        seeds = [s for s in a if s in b]
-        if not seeds:
+        first_a, first_b = (next((c for c in cells if c.column.name == col and c.row.key == key), None)
+                            for col, key in ((col_a, row_a), (col_b, row_b)))  # fmt: skip
+        if first_a is None or first_b is None:
             continue
-        first_a, first_b = a[seeds[0]], b[seeds[0]]
-        name_a = f"{first_a.row.title} ({col_a})"
-        name_b = f"{first_b.row.title} ({col_b})"
+        a, b = _results(cells, col_a, row_a), _results(cells, col_b, row_b)
+        name_a, name_b = f"{first_a.row.title} ({col_a})", f"{first_b.row.title} ({col_b})"
         for key, title, _ in _metrics(spec, [first_a, first_b]):
-            pairs = [(a[s].result.get(key), b[s].result.get(key)) for s in seeds]
-            pairs = [(x, y) for x, y in pairs if isinstance(x, (int, float)) and isinstance(y, (int, float))]
-            if not pairs:
-                continue
-            iv = paired_interval([float(x) for x, _ in pairs], [float(y) for _, y in pairs])
-            ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
-            lines.append(f"| {name_a} - {name_b} | {title} | {len(pairs)} | {iv.mean:+.2f} | {ci} | "
-                         f"{verdict(iv, name_a, name_b)} |")  # fmt: skip
+            line = _pair_line(a, b, key, key, name_a, name_b, title)
+            if line:
+                lines.append(line)
     if not lines:
         return []
     return ["## Across columns", "", "Paired over the seeds both ran (95% Student-t interval):", "",
@@ -520,20 +527,14 @@ def _pairs_text(group: list[Cell], metrics) -> list[str]:
     lines = []
     group_rows = list(dict.fromkeys(c.row for c in group))
     for row in group_rows:
+        a = {c.seed: c.result for c in group if c.row is row}
         for base in (r for key in row.baselines for r in group_rows if r.key == key):
-            a = {c.seed: c.result for c in group if c.row is row}
             b = {c.seed: c.result for c in group if c.row is base}
             for key, metric, _ in metrics:
                 for base_key, title in _compared_keys(row, key, metric):
-                    seeds = [s for s in a if s in b and isinstance(a[s].get(key), (int, float))
-                             and isinstance(b[s].get(base_key), (int, float))]  # fmt: skip
-                    if not seeds:
-                        continue
-                    iv = paired_interval([float(a[s][key]) for s in seeds],
-                                         [float(b[s][base_key]) for s in seeds])  # fmt: skip
-                    ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
-                    lines.append(f"| {row.title} - {base.title} | {title} | {len(seeds)} | "
-                                 f"{iv.mean:+.2f} | {ci} | {verdict(iv, row.title, base.title)} |")  # fmt: skip
+                    line = _pair_line(a, b, key, base_key, row.title, base.title, title)
+                    if line:
+                        lines.append(line)
     if not lines:
         return []
     return ["Paired differences over the seeds both ran (95% Student-t interval; 'within noise' "
