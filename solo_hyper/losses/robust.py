@@ -6,8 +6,8 @@ cosine (RoCL). Pure torch.
 
 Relation to RoCL's code: its main term sums the six positive pairs of the 3B batch and divides
 by 3B, i.e. twice the mean-over-positives form used here; with the same ``lambda_adv`` the
-regulariser therefore weighs twice as much here as in RoCL (use 1/512 to match RoCL's 1/256
-exactly). RoCL also detaches one side of its similarity matrix; here gradients flow through
+regulariser would weigh twice as much here as in RoCL, so RoCL's 1/256 is 1/512 here (the
+default of ``RHCLArgs``), and the whole loss is then exactly half RoCL's. RoCL also detaches one side of its similarity matrix; here gradients flow through
 both sides, as in the paper's Eq. 11.
 """
 

@@ -7,8 +7,8 @@ the encoder and projector in eval mode so that BatchNorm statistics never see th
 
 One implementation, any geometry: RHCL uses HCL's Poincare head and distance, RoCL the sphere's
 cosine similarity (NT-Xent) with its temperature 0.5. Defaults follow RoCL's code: eps 8/255,
-step 0.007, 7 steps, random start, regulariser weight 1/256 (see losses/robust.py for how the
-weight compares with RoCL's normalisation).
+step 0.007, 7 steps, random start, regulariser weight 1/512: RoCL's 1/256 relative to its main
+term, which sums two positives per anchor where this loss averages them (losses/robust.py).
 
 The budget lives in [0, 1] pixel space: the objective takes un-normalised crops
 (``pixel_space_crops``) and normalises them with its ``crop_stats`` after the attack.
@@ -34,7 +34,7 @@ class RHCLArgs(ContrastiveArgs):
     alpha: float = 0.007
     steps: int = 7
     random_start: bool = True
-    lambda_adv: float = 1 / 256
+    lambda_adv: float = 1 / 512  # RoCL's 1/256 under this loss's normalisation
     attack_temperature: float | None = None  # None: the training temperature
 
     def check(self) -> None:

@@ -47,7 +47,7 @@ def test_registered_with_their_geometry_and_roc_l_defaults():
     for model in (rhcl, rocl):
         a = model.args
         assert (a.eps, a.alpha, a.steps, a.random_start) == (8 / 255, 0.007, 7, True)
-        assert a.lambda_adv == 1 / 256 and a.attack_temperature is None
+        assert a.lambda_adv == 1 / 512 and a.attack_temperature is None
         assert model.pixel_space_crops and model.required_crops == 2
 
 
@@ -204,6 +204,42 @@ def test_eq11_loss_matches_the_documented_expression(geometry, adv_is_clean):
     if adv_is_clean:
         # x_adv = x: the regulariser is the plain pair loss of HCL / SimCLR (Eq. 6)
         assert float(reg) == pytest.approx(_info_nce([*z, *zp], labels[: 2 * n], geometry, c, tau))
+
+
+def _rocl_nt_xent(views: list[torch.Tensor], tau: float, blocks: int) -> float:
+    """RoCL's ``NT_xent`` (src/loss.py) written as loops: cosine logits over the stacked views,
+    each ordered positive pair (views of one image in different blocks) contributes
+    -log softmax, and the sum is divided by the number of views (2B, or 3B for 'Rep')."""
+    n = len(views) // blocks
+    total = 0.0
+    for i, zi in enumerate(views):
+        sims = {j: float(F.cosine_similarity(zi, zj, dim=0)) / tau for j, zj in enumerate(views)}
+        log_den = math.log(sum(math.exp(s) for j, s in sims.items() if j != i))
+        for j in range(i % n, len(views), n):
+            if j != i:
+                total += -(sims[j] - log_den)
+    return total / len(views)
+
+
+def test_default_lambda_adv_is_roc_ls_weight_under_its_normalisation():
+    """RoCL's loss is NT_xent('Rep') on [t(x); t'(x); x_adv] + NT_xent on [x_adv; t'(x)] / 256
+    (lamda = 256). Its main term sums both positives of an anchor where ours averages them, so
+    with the default weight ours is exactly half of RoCL's loss (same minimiser, same balance)."""
+    from solo_hyper.objectives.robust import RHCLArgs, RoCLArgs
+
+    assert RHCLArgs().lambda_adv == RoCLArgs().lambda_adv
+    n, tau = 6, 0.5
+    z, zp, z_adv = (_ball_points(n, 5, 1.0, seed) for seed in (4, 5, 6))
+    total, _, _ = robust_contrastive_loss(
+        z, zp, z_adv, torch.arange(n), tau, RoCLArgs().lambda_adv, make_space("sphere")
+    )
+    rocl = _rocl_nt_xent([*z, *zp, *z_adv], tau, 3) + _rocl_nt_xent([*z_adv, *zp], tau, 2) / 256
+    assert float(total) == pytest.approx(rocl / 2, rel=1e-9)
+    # the old default 1/256 would double the regulariser relative to RoCL's
+    doubled, _, _ = robust_contrastive_loss(
+        z, zp, z_adv, torch.arange(n), tau, 1 / 256, make_space("sphere")
+    )
+    assert float(doubled) != pytest.approx(rocl / 2, rel=1e-6)
 
 
 def test_training_step_with_zero_budget_is_eq11_on_the_clean_crops_plus_the_probe():
