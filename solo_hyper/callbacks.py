@@ -90,8 +90,9 @@ def _world() -> tuple[int, int]:
 class MSGLDReplayBuffer(pl.Callback):
     """EBCLR's replay buffer as a Lightning callback (one buffer per DDP rank).
 
-    capacity: number of stored chains (50,000 in the official code); rho: probability that a drawn
-    chain restarts from q0 (0.2 CIFAR, 0.6 Fashion-MNIST); proposal: "data" | "uniform";
+    capacity: number of stored chains (50,000 in the official code); rho: of a step's n drawn
+    chains, floor(n * rho) positions drawn with replacement restart from q0, as the official
+    sampler (0.2 CIFAR, 0.6 Fashion-MNIST; ``ReplayBuffer.sample``); proposal: "data" | "uniform";
     storage: "cpu" (as the official code) or "device" (the model's device: no host-device copies,
     at the price of device memory); seed: None takes torch.initial_seed() at the start of training
     (the run's seed after seed_everything); each rank adds its own offset. init_count: the count
@@ -243,7 +244,7 @@ class MSGLDReplayBuffer(pl.Callback):
 
     # ------------------------------------------------------------------ per step
     def draw(self, crops: Tensor) -> SGLDChains:
-        """A step's B chain starts in [-1, 1] (a fraction rho restarted from q0, independent of
+        """A step's B chain starts in [-1, 1] (floor(B rho) positions restarted from q0, independent of
         the step's crops, which give only B, the shape check and the device)."""
         if self.buffer is None:
             raise RuntimeError("MSGLDReplayBuffer.draw() before training started")

@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from solo_hyper.sgld import ReplayBuffer, msgld, noise_std
+from solo_hyper.sgld import (
+    ReplayBuffer,
+    expected_restart_fraction,
+    msgld,
+    noise_std,
+    restart_draws,
+)
 
 # ---------------------------------------------------------------- noise schedule
 
@@ -208,18 +214,35 @@ def test_initialize_fills_in_chunks_and_sets_counts():
     assert ReplayBuffer(3, (1,)).init_count == 5.0  # official default
 
 
-def test_reinit_fraction_is_binomial_rho():
+@pytest.mark.parametrize(
+    "n, rho, expected", [(128, 0.6, 0.449), (128, 0.2, 0.178), (16, 0.6, 0.441)]
+)
+def test_restarted_fraction_is_the_official_samplers(n, rho, expected):
+    """floor(n rho) positions drawn with replacement restart (the official Buffer.sample): an
+    expected fraction 1 - (1 - 1/n)^floor(n rho), not rho."""
+    assert expected_restart_fraction(n, rho) == pytest.approx(expected, abs=5e-4)
     buf = ReplayBuffer(50, (1, 2, 2), seed=1)
     buf.initialize(_const_fresh(1.0))
-    n = 20000
-    for rho in (0.0, 0.2, 0.6, 1.0):
+    draws, fractions = 2000, []
+    for _ in range(draws):
         x, slots, counts = buf.sample(n, rho, _const_fresh(-1.0))
         fresh = (x == -1.0).flatten(1).all(1)
         assert torch.equal(fresh, counts == 0)  # re-initialised <=> count 0
-        k = int(fresh.sum())
-        tol = 5 * math.sqrt(n * rho * (1 - rho)) + 1e-9
-        assert abs(k - n * rho) <= tol, (rho, k)
-        buf.initialize(_const_fresh(1.0))  # reset contents and counts
+        assert 1 <= int(fresh.sum()) <= restart_draws(n, rho)  # at most floor(n rho) distinct
+        fractions.append(float(fresh.float().mean()))
+    mean = sum(fractions) / draws
+    # per-draw sd <= 0.5 / sqrt(n) bounds the mean's sd by 0.5 / sqrt(n * draws)
+    assert abs(mean - expected_restart_fraction(n, rho)) < 5 * 0.5 / math.sqrt(n * draws)
+    assert abs(mean - rho) > 0.02  # distinguishable from the Bernoulli(rho) reading
+
+
+def test_restarts_are_floor_of_n_rho_draws():
+    assert [restart_draws(128, r) for r in (0.0, 0.2, 0.6, 1.0)] == [0, 25, 76, 128]
+    buf = ReplayBuffer(50, (1, 2, 2), seed=3)
+    buf.initialize(_const_fresh(1.0))
+    x, _, counts = buf.sample(7, 0.1, _const_fresh(-1.0))  # floor(0.7) = 0: nothing restarts
+    assert (x == 1.0).all() and (counts == 5.0).all()
+    assert expected_restart_fraction(7, 0.1) == 0.0
 
 
 def test_counts_returned_and_stored():

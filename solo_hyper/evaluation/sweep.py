@@ -7,7 +7,7 @@ Presets (key and default values):
 - ``curvature``: method_kwargs.curvature, c = 0.1 ... 1.0 (HCL's Table 4 / Fig. 3);
 - ``normalize``: method_kwargs.normalize, on / off before expmap0 (HCL's ablation, section 4.4);
 - ``lambda2``: method_kwargs.lambda2, EBCLR's weight of the generative term (its Fig. 3a);
-- ``rho``: method_kwargs.rho, EBCLR's replay-buffer re-initialisation probability;
+- ``rho``: method_kwargs.rho, EBCLR's replay-buffer restart ratio (floor(B rho) restarts a step);
 - ``batch_size``: optimizer.batch_size 16 / 64 / 128 (EBCLR against SimCLR: pass both configs);
 - ``temperature``: method_kwargs.temperature.
 Every (config, value) cell is validated before the first one trains; finished cells are reused.

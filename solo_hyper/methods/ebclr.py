@@ -1,6 +1,6 @@
 """EBCLR's framework glue (Kim & Ye, NeurIPS 2022): the objective of ``solo_hyper.objectives.ebclr``
 takes each step's chain starts from the ``MSGLDReplayBuffer`` callback (Sec. 3.3; full of
-augmented training images before the first step, a fraction rho restarting from q0: fresh
+augmented training images before the first step, floor(B rho) positions restarting from q0: fresh
 augmented training images, independent of the batch), whose memory is checked before any work.
 """
 

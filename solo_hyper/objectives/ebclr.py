@@ -62,7 +62,7 @@ class EBCLRArgs(SpaceArgs):
     sigma_min: float = 0.01
     sigma_max: float = 0.05
     noise_decay_K: float = 3.0  # K of the multi-stage noise schedule (Eq. 22)
-    rho: float = 0.2  # re-initialisation probability (0.2 CIFAR, 0.6 Fashion-MNIST)
+    rho: float = 0.2  # floor(B rho) restarts drawn with replacement (0.2 CIFAR, 0.6 FMNIST)
     proposal: str = "data"  # q0: data (augmented images) | uniform (ablation, Fig. 4b)
     buffer_size: int = 50000
     buffer_device: str = "cpu"  # cpu | device (the model's device)
@@ -94,7 +94,7 @@ class EBCLRArgs(SpaceArgs):
         if not self.noise_decay_K > 0:
             raise ValueError(f"noise_decay_K must be > 0, got {self.noise_decay_K!r}")
         if not 0 <= self.rho <= 1:
-            raise ValueError(f"rho is a probability and must be in [0, 1], got {self.rho!r}")
+            raise ValueError(f"rho is a fraction and must be in [0, 1], got {self.rho!r}")
         check_choice("proposal", self.proposal, PROPOSALS)
         check_choice("buffer_device", self.buffer_device, STORAGES)
         if self.buffer_seed is not None and not is_int(self.buffer_seed):
@@ -231,7 +231,7 @@ class EBCLR(Objective):
 class ReplayChains:
     """A replay buffer of chains for a plain PyTorch loop (solo-learn runs use the
     ``MSGLDReplayBuffer`` callback): filled from ``fresh`` (default: U[-1, 1] noise, the uniform
-    proposal), a fraction rho of each draw restarted from it."""
+    proposal), floor(n rho) positions of each draw restarted from it (official sampler)."""
 
     def __init__(
         self, args: EBCLRArgs, shape: tuple[int, ...], device: str | torch.device = "cpu",

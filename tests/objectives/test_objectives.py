@@ -89,7 +89,7 @@ def test_every_method_has_an_objective():
         (lambda: HCLArgs(temperature=0), "temperature must be > 0"),
         (lambda: HCLArgs(geometry="lorenz"), "did you mean 'lorentz'"),
         (lambda: RHCLArgs(steps=1.5), "steps must be an integer >= 0"),
-        (lambda: EBCLRArgs(rho=2.0), r"rho is a probability and must be in \[0, 1\]"),
+        (lambda: EBCLRArgs(rho=2.0), r"rho is a fraction and must be in \[0, 1\]"),
         (lambda: EBCLRArgs.from_mapping({"sgld_step": 3}), "did you mean 'sgld_steps'"),
         (lambda: HCL(EBCLRArgs()), "HCL takes HCLArgs, got EBCLRArgs"),
     ],
