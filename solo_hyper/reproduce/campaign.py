@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from solo_hyper.config import ConfigError, closest
 from solo_hyper.evaluation import tables
 from solo_hyper.evaluation.compare import (
@@ -30,6 +28,7 @@ from solo_hyper.evaluation.compare import (
 )
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
 from solo_hyper.evaluation.stats import mean, paired_interval, sample_std
+from solo_hyper.reproduce import paper
 from solo_hyper.reproduce.tables import (
     CPU_EVAL_S,
     CPU_FINETUNE_S,
@@ -48,7 +47,6 @@ from solo_hyper.run.rundir import plan_run
 from solo_hyper.run.train import Prepared, check_environment, prepare
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: configs/ are read from here
-PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 SCALES = ("cpu", "gpu")
 DEFAULT_SEEDS = (0, 1, 2)
 LINEAR_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
@@ -64,16 +62,6 @@ def table(name: str) -> Table:
                           f"are {known}")  # fmt: skip
     raise ConfigError(f"unknown table {name!r}{closest(name, list(TABLES))}; the tables are {known} "
                       "(python -m solo_hyper reproduce --list)")  # fmt: skip
-
-
-def paper_numbers() -> dict[str, dict]:
-    """{table: {'source', 'metric', 'cells': {(row, column, metric or None): value}}}."""
-    raw = yaml.safe_load(PAPER_NUMBERS.read_text())
-    out = {}
-    for name, entry in raw.items():
-        cells = {(c["row"], c["column"], c.get("metric")): c["value"] for c in entry["cells"]}
-        out[name] = {**entry, "cells": cells}
-    return out
 
 
 def listing() -> str:
@@ -359,7 +347,7 @@ def run_table(
         cell.result = row
         tracker.finished(cell, time.perf_counter() - start)
     path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides)}.md"
-    write_text_atomic(path, markdown(TABLES[name], scale, cells, paper_numbers().get(name)))
+    write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load()))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
           **{k: v for k, v in c.result.items() if k in RUN_KEYS or " A_nat" in k or " PGD-" in k}}
@@ -413,17 +401,14 @@ def _first_attack(keys: list[str], protocol: str) -> str | None:
     return attacks[0] if attacks else None
 
 
-def _paper_cell(numbers: dict | None, row: str, column: str, metric: str | None) -> str:
-    """' (paper X)' for a cell the data file has, ' (paper -)' where the paper gives no number."""
-    key = (row, column, metric)
-    if numbers is None or metric == "-" or key not in numbers["cells"]:
-        return ""
-    value = numbers["cells"][key]
-    return " (paper -)" if value is None else f" (paper {value:g})"
+PaperValues = dict[tuple[str, str, str], float]  # (column, row, result key) -> the paper's number
 
 
-def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -> str:
+def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict]) -> str:
+    """The table's markdown; ``numbers``: every paper number (``paper.load()``)."""
     parts = [f"# {spec.title}", "", f"Claim ({spec.paper}): {spec.claim}.", ""]
+    values: PaperValues = {}
+    setting_notes: dict[str, str] = {}
     for column in dict.fromkeys(c.column for c in cells):
         group = [c for c in cells if c.column is column]
         parts += [f"## {column.name} (scale {scale}; the paper's numbers: its {column.paper_column} "
@@ -434,23 +419,36 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict | None) -
         parts.append("|---|" + "---|" * len(metrics))
         for row in dict.fromkeys(c.row for c in group):
             mine = [c for c in group if c.row is row]
+            cfg = mine[0].prep.cfg if mine[0].prep is not None else None
             cells_text = []
-            for key, _, paper in metrics:
-                values = [float(c.result[key]) for c in mine if isinstance(c.result.get(key), (int, float))]
-                if not values:
+            for key, _, metric in metrics:
+                measured = [float(c.result[key]) for c in mine if isinstance(c.result.get(key), (int, float))]
+                if not measured:
                     cells_text.append("-")
                     continue
                 protocol = key.split(" ")[0] if spec.robust else None
-                skip = spec.robust and (protocol == "AT") != row.finetune
-                cells_text.append(_stat(values) + ("" if skip else _paper_cell(numbers, row.key, column.paper_column, paper)))
+                skip = metric == "-" or (spec.robust and (protocol == "AT") != row.finetune)
+                own, shown = (None, None) if skip else paper.resolve(
+                    numbers, spec.name, row.key, column.paper_column, metric, cfg)
+                cells_text.append(_stat(measured) + paper.beside(own, shown))
+                if shown is not None and shown.value is not None:
+                    values[(column.name, row.key, key)] = shown.value
+                if own is not None and shown is not own and cfg is not None:
+                    setting_notes[row.title] = paper.setting_note(row.title, own, shown, cfg)
             parts.append(f"| {row.title} | " + " | ".join(cells_text) + " |")
         for key, title in spec.untrained:
-            paper = _paper_cell(numbers, key, column.paper_column, None if not spec.robust else "A_nat")
-            parts.append(f"| {title} | not trained here{paper} |" + " |" * (len(metrics) - 1))
-        parts += ["", *_pairs_text(group, metrics)]
-    parts += _across_text(spec, cells)
-    if numbers is not None:
-        parts += [f"Paper numbers: {numbers['source'].strip()} (solo_hyper/reproduce/paper_numbers.yaml).", ""]
+            beside = paper.beside(*paper.resolve(numbers, spec.name, key, column.paper_column,
+                                                 None if not spec.robust else "A_nat", None))
+            parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))
+        parts += ["", *_pairs_text(group, metrics, values)]
+    parts += _across_text(spec, cells, values)
+    entry = numbers.get(spec.name)
+    if entry is not None:
+        parts += [f"Paper numbers: {entry['source'].strip()} (solo_hyper/reproduce/paper_numbers.yaml), "
+                  "each beside the runs that have its setting; 'paper' in a pair is the paper's "
+                  "own difference at the runs' settings.", ""]  # fmt: skip
+    if setting_notes:
+        parts += ["Settings the paper's table differs in:", "", *setting_notes.values(), ""]
     rows = [c.result for c in cells if c.result]
     if rows and not spec.robust:
         parts += [notes(rows, [(k, t) for k, t in LINEAR_METRICS]), ""]
@@ -485,25 +483,32 @@ def _compared_keys(row: Row, key: str, title: str) -> list[tuple[str, str]]:
 
 
 def _pair_line(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: str,
-               title: str) -> str | None:
+               title: str, paper_a: float | None = None, paper_b: float | None = None) -> str | None:
     """One table line: A's ``key_a`` minus B's ``key_b`` over the seeds both measured (``a`` and
-    ``b`` map seed -> result), or None when no seed has both."""
+    ``b`` map seed -> result), then the paper's A - B at the runs' settings ("-" without both),
+    or None when no seed has both."""
     seeds = [s for s in a if s in b and isinstance(a[s].get(key_a), (int, float))
              and isinstance(b[s].get(key_b), (int, float))]  # fmt: skip
     if not seeds:
         return None
     iv = paired_interval([float(a[s][key_a]) for s in seeds], [float(b[s][key_b]) for s in seeds])
     ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+    gap = "-" if paper_a is None or paper_b is None else f"{paper_a - paper_b:+.2f}"
     return (f"| {name_a} - {name_b} | {title} | {len(seeds)} | {iv.mean:+.2f} | {ci} | "
-            f"{verdict(iv, name_a, name_b)} |")
+            f"{verdict(iv, name_a, name_b)} | {gap} |")
 
 
 def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
     return {c.seed: c.result for c in cells if c.column.name == column and c.row.key == row}
 
 
-def _across_text(spec: Table, cells: list[Cell]) -> list[str]:
+PAIR_HEADER = "| pair (A - B) | metric | seeds | mean | 95% interval | verdict | paper |"
+PAIR_RULE = "|---|---|---|---|---|---|---|"
+
+
+def _across_text(spec: Table, cells: list[Cell], values: PaperValues | None = None) -> list[str]:
     """The table's pairs across two columns (same seed, the table's metrics)."""
+    values = values or {}
     lines = []
     for col_a, row_a, col_b, row_b in spec.across:
         first_a, first_b = (next((c for c in cells if c.column.name == col and c.row.key == key), None)
@@ -513,17 +518,18 @@ def _across_text(spec: Table, cells: list[Cell]) -> list[str]:
         a, b = _results(cells, col_a, row_a), _results(cells, col_b, row_b)
         name_a, name_b = f"{first_a.row.title} ({col_a})", f"{first_b.row.title} ({col_b})"
         for key, title, _ in _metrics(spec, [first_a, first_b]):
-            line = _pair_line(a, b, key, key, name_a, name_b, title)
+            line = _pair_line(a, b, key, key, name_a, name_b, title,
+                              values.get((col_a, row_a, key)), values.get((col_b, row_b, key)))
             if line:
                 lines.append(line)
     if not lines:
         return []
     return ["## Across columns", "", "Paired over the seeds both ran (95% Student-t interval):", "",
-            "| pair (A - B) | metric | seeds | mean | 95% interval | verdict |",
-            "|---|---|---|---|---|---|", *lines, ""]  # fmt: skip
+            PAIR_HEADER, PAIR_RULE, *lines, ""]  # fmt: skip
 
 
-def _pairs_text(group: list[Cell], metrics) -> list[str]:
+def _pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) -> list[str]:
+    values = values or {}
     lines = []
     group_rows = list(dict.fromkeys(c.row for c in group))
     for row in group_rows:
@@ -532,14 +538,16 @@ def _pairs_text(group: list[Cell], metrics) -> list[str]:
             b = {c.seed: c.result for c in group if c.row is base}
             for key, metric, _ in metrics:
                 for base_key, title in _compared_keys(row, key, metric):
-                    line = _pair_line(a, b, key, base_key, row.title, base.title, title)
+                    column = group[0].column.name
+                    line = _pair_line(a, b, key, base_key, row.title, base.title, title,
+                                      values.get((column, row.key, key)),
+                                      values.get((column, base.key, base_key)))
                     if line:
                         lines.append(line)
     if not lines:
         return []
     return ["Paired differences over the seeds both ran (95% Student-t interval; 'within noise' "
-            "when it holds 0):", "", "| pair (A - B) | metric | seeds | mean | 95% interval | verdict |",
-            "|---|---|---|---|---|---|", *lines, ""]  # fmt: skip
+            "when it holds 0):", "", PAIR_HEADER, PAIR_RULE, *lines, ""]  # fmt: skip
 
 
-__all__ = ["dry_run_text", "listing", "paper_numbers", "plan", "reproduce", "table"]
+__all__ = ["dry_run_text", "listing", "plan", "reproduce", "table"]

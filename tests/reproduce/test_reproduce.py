@@ -10,7 +10,7 @@ import pytest
 
 from solo_hyper.cli.main import main
 from solo_hyper.config import ConfigError
-from solo_hyper.reproduce import campaign
+from solo_hyper.reproduce import campaign, paper
 from solo_hyper.reproduce.tables import NOT_RUNNABLE, TABLES
 
 TINY_LINEAR = "tests/linear-tiny.yaml"
@@ -31,22 +31,39 @@ def claimed_cells(name: str) -> set[tuple]:
 
 @pytest.mark.parametrize("name", list(TABLES))
 def test_the_paper_number_file_has_exactly_the_cells_each_table_claims(name):
-    numbers = campaign.paper_numbers()
+    numbers = paper.load()
     assert name in numbers, f"paper_numbers.yaml has no entry for {name}"
     on_file = set(numbers[name]["cells"])
     assert claimed_cells(name) == on_file
-    for cell, value in numbers[name]["cells"].items():
-        assert value is None or 0 <= value <= 100, (cell, value)
+    untrained = {key for key, _ in TABLES[name].untrained}
+    for cell, number in numbers[name]["cells"].items():
+        assert number.value is None or 0 <= number.value <= 100, cell
+        # every trained row's number says at which setting it was measured
+        assert cell[0] in untrained or "method" in number.setting, cell
+
+
+def test_one_setting_has_one_number_across_the_papers_tables():
+    """The same experiment quoted by two tables (HCL at c = 0.6 on CIFAR-10: Tables 1 and 4,
+    section 4.4) carries the same number, so a cell's number does not depend on the table (inside
+    one table, RHCL+AT shares RHCL's config: the fine-tuning is the row's own)."""
+    seen: dict = {}
+    for entry in paper.load().values():
+        for n in entry["cells"].values():
+            if n.value is None or not n.setting:
+                continue
+            key = (entry["paper"], entry["metric"], n.column, n.metric, repr(sorted(n.setting.items())))
+            table, value = seen.setdefault(key, (n.table, n.value))
+            assert table == n.table or value == n.value, (key, table, n.table)
 
 
 def test_the_paper_numbers_are_the_papers_own():
     """Spot checks against the paper text itself (not a copy of the data file)."""
     text = open("../shared/papers/hyperbolic-contrastive-learning.txt").read()
-    numbers = campaign.paper_numbers()
+    numbers = paper.load()
     for name, entry in numbers.items():
         if entry["paper"] != "hyperbolic-contrastive-learning":
             continue
-        for value in entry["cells"].values():
+        for value in (n.value for n in entry["cells"].values()):
             assert re.search(rf"(?<![\d.]){re.escape(format(value, 'g'))}(?![\d])", text) or \
                 re.search(rf"(?<![\d.]){value:.2f}(?![\d])", text), (name, value)  # fmt: skip
 
@@ -129,7 +146,8 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
     rows = [line for line in table.splitlines()
             if line.startswith(("| with normalisation |", "| without normalisation |"))]  # fmt: skip
     assert len(rows) == 2 and all(" - |" not in line and "| -" not in line for line in rows)
-    assert "(paper 87.98)" in rows[0] and "(paper 85.37)" in rows[1]
+    # the runs are at c = 0.1: the paper's c = 0.1 number (its Table 4), none without normalisation
+    assert "(paper 87.19, its Table 4)" in rows[0] and "(paper -)" in rows[1]
     assert "without normalisation - with normalisation | linear top-1 | 1 |" in table
 
     trained.clear()
@@ -242,3 +260,55 @@ def test_ebclr_table3_pairs_the_batch_claims_and_the_epochs_across_columns():
     assert "| EBCLR, batch 16 (short) - SimCLR, batch 16 (long) | linear top-1 | 2 | -1.00 |" in across
     assert "| EBCLR, batch 128 (short) - SimCLR, batch 128 (long) | linear top-1 | 2 | -2.00 |" in across
     assert campaign._across_text(TABLES["hcl-table1"], cells) == []  # a table without such pairs
+
+
+def fabricated_cells(name: str, scale: str, accuracy: dict[str, float], column: int = 0):
+    """One seed of a table's column with fabricated accuracies, each row's config resolved as the
+    campaign resolves it (no run, no data)."""
+    from solo_hyper.run.train import prepare
+
+    col = TABLES[name].scales[scale][column]
+    cells = []
+    for row in col.rows:
+        if row.key not in accuracy:
+            continue
+        prep = prepare(row.config, [*col.overrides, *row.overrides])
+        cell = campaign.Cell(col, row, 0, prep)
+        cell.result = {"run_dir": "x", "linear_acc1": accuracy[row.key], "knn_top1": 70.0}
+        cells.append(cell)
+    return cells
+
+
+def test_a_table4_cell_at_c_0_1_shows_the_papers_c_0_1_number():
+    cells = fabricated_cells("hcl-table4", "cpu", {"c=0.1": 83.0, "c=0.6": 82.0})
+    text = campaign.markdown(TABLES["hcl-table4"], "cpu", cells, paper.load())
+    assert "| c = 0.1 | 83.00 (paper 87.19) |" in text
+    assert "| c = 0.6 | 82.00 (paper 87.98) |" in text
+    assert "| c = 0.6 - c = 0.1 | linear top-1 | 1 | -1.00 | - | " in text
+    assert text.count("| +0.79 |") == 1  # the paper's c = 0.6 - c = 0.1: 87.98 - 87.19
+
+
+def test_hcl_table1_at_c_0_1_quotes_the_c_0_1_number_not_the_c_0_6_one():
+    """Table 1's CIFAR-10 HCL number is the paper's c = 0.6 result; the CPU runs are at c = 0.1,
+    so the paper's number beside them (and the paper's gap) is its Table 4's c = 0.1 one."""
+    cells = fabricated_cells("hcl-table1", "cpu", {"simclr": 86.0, "hcl": 86.5})
+    text = campaign.markdown(TABLES["hcl-table1"], "cpu", cells, paper.load())
+    assert "87.98" not in text.split("Settings the paper's table differs in")[0]
+    assert "| HCL | 86.50 (paper 87.19, its Table 4) |" in text
+    assert "| SimCLR | 86.00 (paper 86.58) |" in text
+    assert "| HCL - SimCLR | linear top-1 | 1 | +0.50 | - | " in text and "| +0.61 |" in text
+    assert "| HCL - SimCLR | kNN top-1 | 1 | +0.00 | - | needs >= 2 seeds | - |" in text
+    assert "- HCL: the table's own number (87.98) is at method_kwargs.curvature=0.6 (run: 0.1)" in text
+    # at the paper's setting (the CIFAR-10 config, c = 0.6) the table's own number stands
+    gpu = fabricated_cells("hcl-table1", "gpu", {"simclr": 86.0, "hcl": 86.5})
+    text = campaign.markdown(TABLES["hcl-table1"], "gpu", gpu, paper.load())
+    assert "| HCL | 86.50 (paper 87.98) |" in text and "| +1.40 |" in text
+
+
+def test_a_run_at_a_setting_the_paper_never_measured_gets_a_dash():
+    cells = fabricated_cells("hcl-normalization", "cpu", {"normalized": 84.0, "unnormalized": 83.0})
+    text = campaign.markdown(TABLES["hcl-normalization"], "cpu", cells, paper.load())
+    assert "| without normalisation | 83.00 (paper -) |" in text
+    assert "| without normalisation - with normalisation | linear top-1 | 1 | -1.00 | - | " in text
+    line = next(x for x in text.splitlines() if x.startswith("| without normalisation - with"))
+    assert line.endswith("| - |")  # no paper gap: the paper has no unnormalised c = 0.1 number
