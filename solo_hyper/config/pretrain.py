@@ -18,7 +18,7 @@ from solo_hyper.augment import DEFAULT_CROP, with_defaults
 from solo_hyper.config.errors import ConfigError, closest
 from solo_hyper.config.loading import check_keys, positive_int_or_none
 from solo_hyper.config.schema import Schema, method_schema
-from solo_hyper.data import DATASETS
+from solo_hyper.data import DATASETS, IDX_SOURCES, holds_idx
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -287,16 +287,12 @@ def check_data_paths(data: dict) -> None:
                 "data.download=true"
             )
     path = data.get("train_path")
-    if dataset == "fashionmnist" and path is not None and not data.get("download"):
-        folders = [Path(path), Path(path) / "FashionMNIST" / "raw"]
-        stems = ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-        if not any(all(_any_file(f, s) for s in stems) for f in folders):
+    if dataset in IDX_SOURCES and path is not None and not data.get("download"):
+        title, folder = IDX_SOURCES[dataset].title, IDX_SOURCES[dataset].torchvision
+        if not any(holds_idx(f) for f in (Path(path), Path(path) / folder / "raw")):
             raise ConfigError(
-                f"fashionmnist not found: data.train_path={str(path)!r} holds no Fashion-MNIST (train-images-idx3-ubyte"
-                "[.gz] and the other three idx files); point it at the folder that holds them, "
-                "drop the key to use the system copy, or set data.download=true"
+                f"{dataset} not found: data.train_path={str(path)!r} holds no {title} "
+                "(train-images-idx3-ubyte[.gz] and the other three idx files); point it at the "
+                "folder that holds them, drop the key to use the system copy, or set "
+                "data.download=true"
             )
-
-
-def _any_file(folder: Path, stem: str) -> bool:
-    return (folder / stem).is_file() or (folder / f"{stem}.gz").is_file()

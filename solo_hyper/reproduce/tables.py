@@ -270,7 +270,7 @@ CPU_IMAGES_PER_S = {"simclr": 900.0, "hcl": 850.0, "supcon": 1000.0, "shcl": 950
 CPU_EVAL_S = 90.0  # kNN + converged probe on the full 60,000 / 10,000 splits
 CPU_ROBUST_S = 300.0  # robust-eval with configs/robust/fashionmnist.yaml
 CPU_FINETUNE_S = 200.0
-TRAIN_IMAGES = {"fashionmnist": 60000, "cifar10": 50000, "cifar100": 50000}
+TRAIN_IMAGES = {"mnist": 60000, "fashionmnist": 60000, "cifar10": 50000, "cifar100": 50000}
 
 
 __all__ = ["NOT_RUNNABLE", "TABLES", "Column", "Row", "Table"]

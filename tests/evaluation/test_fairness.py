@@ -37,6 +37,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
 def test_every_dataset_ships_its_pairs():
     assert {(ds, a) for ds, a, _ in CASES} >= {
         ("fashionmnist", "hcl"), ("fashionmnist", "shcl"), ("fashionmnist", "rhcl"),
+        ("mnist", "hcl"), ("mnist", "shcl"),
         ("cifar10", "hcl"), ("cifar10", "shcl"), ("cifar10", "rhcl"),
     }  # fmt: skip
 
@@ -72,7 +73,7 @@ def test_shcl_curvature_on_cifar10_is_one_the_paper_tuned():
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("dataset", ["fashionmnist", "cifar10", "cifar100"])
+@pytest.mark.parametrize("dataset", ["mnist", "fashionmnist", "cifar10", "cifar100"])
 def test_ebclr_linear_protocol_is_its_papers(dataset):
     import torch
 
@@ -94,3 +95,24 @@ def test_ebclr_linear_protocol_is_its_papers(dataset):
 def test_ebclr_table_configs_run_the_papers_100_epochs():
     for path in sorted(Path("configs/ebclr").rglob("*.yaml")):
         assert prepare(str(path)).cfg["max_epochs"] == 100, path
+
+
+def test_mnist_configs_are_fashion_mnists_on_the_other_dataset():
+    """MNIST's HCL/SHCL tables and EBCLR columns run at Fashion-MNIST's budget and recipe: the
+    configs differ in the dataset, the run name, horizontal flips (pretraining configs: a mirrored
+    digit is another symbol) and EBCLR's rho (the official MNIST 0.4 against 0.6) only."""
+    twins = [(f"configs/pretrain/{{}}/{m}.yaml", {"augmentations.0.horizontal_flip.prob"})
+             for m in ("hcl", "simclr", "shcl", "supcon")]
+    twins += [(f"configs/ebclr/baselines/{{}}-{m}.yaml", set())
+              for m in ("simclr", "mocov2plus", "simsiam", "byol")]
+    twins += [("configs/ebclr/{}-official.yaml", {"method_kwargs.rho"})]
+    twins += [(f"configs/ebclr/batch-study/{{}}{m}-b{b}.yaml", {"method_kwargs.rho"} if m == "ebclr" else set())
+              for m in ("ebclr", "simclr") for b in (16, 64, 128)]  # fmt: skip
+    for pattern, allowed in twins:
+        folder = ("mnist/", "") if "batch-study" in pattern else ("mnist", "fashionmnist")
+        a, b = (flatten(prepare(pattern.format(f)).cfg) for f in folder)
+        differing = {k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")}
+        assert differing <= {"name", "data.dataset", "data.mean", "data.std", *allowed}, pattern
+        assert a["data.dataset"] == "mnist" and b["data.dataset"] == "fashionmnist"
+        if "method_kwargs.rho" in allowed:
+            assert (a["method_kwargs.rho"], b["method_kwargs.rho"]) == (0.4, 0.6)

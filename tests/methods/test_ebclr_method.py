@@ -665,7 +665,7 @@ def test_the_table1_baselines_constant_ema_reaches_the_model(name):
     assert updater.base_tau == updater.final_tau  # constant, not solo's 0.99 -> 1 schedule
 
 
-@pytest.mark.parametrize("dataset, rho", [("fashionmnist", 0.6), ("cifar10", 0.2)])
+@pytest.mark.parametrize("dataset, rho", [("mnist", 0.4), ("fashionmnist", 0.6), ("cifar10", 0.2)])
 def test_official_configs_carry_the_reference_settings(dataset, rho):
     cfg = yaml.safe_load(Path(f"configs/ebclr/{dataset}-official.yaml").read_text())
     kw = cfg["method_kwargs"]
@@ -683,8 +683,9 @@ def test_official_configs_carry_the_reference_settings(dataset, rho):
     assert {k: kw[k] for k in expected} == expected
 
 
-def test_batch_study_pairs_ebclr_and_simclr_at_16_64_128():
-    folder = Path("configs/ebclr/batch-study")
+@pytest.mark.parametrize("folder", ["configs/ebclr/batch-study", "configs/ebclr/batch-study/mnist"])
+def test_batch_study_pairs_ebclr_and_simclr_at_16_64_128(folder):
+    folder = Path(folder)
     assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(
         f"{m}-b{b}.yaml" for m in ("ebclr", "simclr") for b in (16, 64, 128)
     )

@@ -578,10 +578,13 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(
 
 
 @needs_main
-def test_pretrain_command_runs_on_solo_main(tmp_path, fashion_mnist_available):
+@pytest.mark.parametrize("dataset", ["fashionmnist", "mnist"])
+def test_pretrain_command_runs_on_solo_main(tmp_path, request, dataset):
     from solo_hyper.run.train import pretrain
 
+    request.getfixturevalue(f"{dataset}_available".replace("fashionmnist", "fashion_mnist"))
     cfg = tiny_config("shcl", checkpoint={"enabled": True, "dir": str(tmp_path)})
+    cfg["data"]["dataset"] = dataset
     result = pretrain(prepare(None, base=cfg), quiet=True)
     assert result["global_step"] == 4 and 0.0 <= result["knn_acc1"] <= 100.0
     assert (tmp_path / "test-shcl" / "last.ckpt").is_file()
