@@ -28,7 +28,7 @@ from solo_hyper.evaluation.compare import (
 )
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
 from solo_hyper.evaluation.stats import mean, paired_interval, sample_std
-from solo_hyper.reproduce import paper
+from solo_hyper.reproduce import pairs, paper
 from solo_hyper.reproduce.tables import (
     CPU_EVAL_S,
     CPU_FINETUNE_S,
@@ -215,12 +215,27 @@ def plan(
             except ConfigError as err:
                 raise ConfigError(f"{name}, row {row.key}: {err}") from None
             cells.append(Cell(column, row, seed, prep))
+    _check_pairs(spec, scale, cells)
     for cell in cells:
         check_environment(cell.prep.cfg)
         planned = plan_run(cell.prep.cfg, "new")
         cell.status, cell.run_dir = planned.status, planned.run_dir
         cell.estimate_s = estimate(cell, scale)
     return cells
+
+
+def _check_pairs(spec: Table, scale: str, cells: list[Cell]) -> None:
+    """Every pair the table prints compares configs that differ only in what its claim is about."""
+    configs: dict[tuple[str, str], dict] = {}
+    for cell in cells:
+        configs.setdefault((cell.column.name, cell.row.key), cell.prep.cfg)
+    problems = pairs.unclean(spec, scale, lambda column, row: configs.get((column.name, row.key)))
+    if problems:
+        raise ConfigError(
+            f"{spec.name}: {'; '.join(problems)}. A verdict compares configs that differ only in "
+            "what its claim is about: align the two configs, or name the difference in the "
+            "claim's keys (solo_hyper/reproduce/tables.py) and in docs/fairness.md"
+        )
 
 
 def _needs_robust(cell: Cell) -> bool:
@@ -442,6 +457,7 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
             parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))
         parts += ["", *_pairs_text(group, metrics, values)]
     parts += _across_text(spec, cells, values)
+    parts += _claims_legend(spec, scale, cells)
     entry = numbers.get(spec.name)
     if entry is not None:
         parts += [f"Paper numbers: {entry['source'].strip()} (solo_hyper/reproduce/paper_numbers.yaml), "
@@ -461,6 +477,17 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
               + machine_note(), ""]  # fmt: skip
     return "\n".join(parts)
+
+
+def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:
+    """What each printed pair's two configs differ in (checked by ``plan`` before any run)."""
+    present = {(c.column.name, c.row.key) for c in cells}
+    lines = [f"{p.title}: {p.about}" for p in pairs.table_pairs(spec, scale)
+             if {(p.column_a.name, p.row_a.key), (p.column_b.name, p.row_b.key)} <= present]  # fmt: skip
+    if not lines:
+        return []
+    return ["Each pair's two configs differ only in what its claim is about (checked before any "
+            "run; docs/fairness.md): " + "; ".join(dict.fromkeys(lines)) + ".", ""]  # fmt: skip
 
 
 def _commits(cells: list[Cell]) -> list[str]:
@@ -510,7 +537,8 @@ def _across_text(spec: Table, cells: list[Cell], values: PaperValues | None = No
     """The table's pairs across two columns (same seed, the table's metrics)."""
     values = values or {}
     lines = []
-    for col_a, row_a, col_b, row_b in spec.across:
+    for pair in spec.across:
+        col_a, row_a, col_b, row_b = pair.column_a, pair.row_a, pair.column_b, pair.row_b
         first_a, first_b = (next((c for c in cells if c.column.name == col and c.row.key == key), None)
                             for col, key in ((col_a, row_a), (col_b, row_b)))  # fmt: skip
         if first_a is None or first_b is None:
@@ -534,7 +562,7 @@ def _pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) -
     group_rows = list(dict.fromkeys(c.row for c in group))
     for row in group_rows:
         a = {c.seed: c.result for c in group if c.row is row}
-        for base in (r for key in row.baselines for r in group_rows if r.key == key):
+        for base in (r for claim in row.claims for r in group_rows if r.key == claim.baseline):
             b = {c.seed: c.result for c in group if c.row is base}
             for key, metric, _ in metrics:
                 for base_key, title in _compared_keys(row, key, metric):

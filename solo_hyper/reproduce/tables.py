@@ -12,15 +12,30 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class Claim:
+    """What one pair's verdict is about: the config keys its two runs may differ in.
+
+    ``keys`` are dotted config keys, each naming its whole subtree ('optimizer' covers
+    'optimizer.lr'). With 'method' named, the arguments only one of the two methods has
+    (``method_kwargs`` keys the other lacks) count as the method's own; every key both configs
+    have must be equal unless named. ``reproduce`` checks every pair before any run
+    (``pairs.undeclared``)."""
+
+    baseline: str  # the row it is compared with
+    about: str  # in words, for the table's legend and docs/fairness.md
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Row:
-    """One line of a paper table: a config, the overrides that make the line, its baseline."""
+    """One line of a paper table: a config, the overrides that make the line, its claims."""
 
     key: str  # the row in paper_numbers.yaml: 'hcl', 'c=0.3', 'rhcl-at'
     title: str  # as the paper writes it
     config: str  # relative to the repository root
     overrides: tuple[str, ...] = ()
     suffix: str = ""  # added to the run name when the overrides change the config
-    baselines: tuple[str, ...] = ()  # keys of the rows it is compared with (paired differences)
+    claims: tuple[Claim, ...] = ()  # the rows it is compared with (paired differences)
     finetune: bool = False  # RHCL + AT: adversarial fine-tuning of the base row's runs, compared
     # with its baselines' linear evaluations (AT at an attack vs LE and r-LE at the same attack)
 
@@ -42,6 +57,19 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Across:
+    """A pair of one seed's runs in two columns of a table (EBCLR's "fewer epochs": EBCLR in the
+    short column vs SimCLR in the long one)."""
+
+    column_a: str
+    row_a: str
+    column_b: str
+    row_b: str
+    about: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     paper: str
@@ -51,16 +79,31 @@ class Table:
     robust: bool = False  # rows read robust-eval's accuracies instead of the linear probe
     untrained: tuple[tuple[str, str], ...] = ()  # (row, title) the paper has and this package
     # cannot train: printed with the paper's number only
-    across: tuple[tuple[str, str, str, str], ...] = ()  # (column A, row A, column B, row B):
-    # pairs of one seed's runs in two columns (EBCLR's "fewer epochs": EBCLR short vs SimCLR long)
+    across: tuple[Across, ...] = ()
 
 
 FMNIST = "configs/pretrain/fashionmnist"
 
+# what the pairs' claims are about, as config keys (Claim)
+GEOMETRY = ("method", "method_kwargs.geometry", "method_kwargs.curvature")
+ATTACK = ("method",)  # the robust method's attack arguments are its own (eps, steps, lambda_adv)
+CURVATURE = ("method_kwargs.curvature",)
+NORMALIZE = ("method_kwargs.normalize",)
+# each method as its official configs train it: EBCLR's Adam, batch, noise augmentation, [-1, 1]
+# inputs and BN-free encoder against each baseline's own optimiser and inputs (docs/fairness.md)
+RECIPE = ("method", "optimizer", "augmentations.0.gaussian_noise", "data.mean", "data.std",
+          "backbone")  # fmt: skip
+# EBCLR Table 1: the baselines' own loss temperature and head sizes too (MoCo v2's 0.07, SimSiam's
+# and BYOL's projector and predictor), as solo-learn publishes them
+OFFICIAL = RECIPE + ("method_kwargs.temperature", "method_kwargs.proj_hidden_dim",
+                     "method_kwargs.proj_output_dim")  # fmt: skip
+BATCH = ("optimizer.batch_size", "optimizer.lr")  # the batch-study configs scale lr with the batch
+EPOCHS = ("max_epochs",)
+
 
 def _pair(a: str, b: str, title_a: str, title_b: str, folder: str) -> tuple[Row, Row]:
     return (Row(b, title_b, f"{folder}/{b}.yaml"),
-            Row(a, title_a, f"{folder}/{a}.yaml", baselines=(b,)))  # fmt: skip
+            Row(a, title_a, f"{folder}/{a}.yaml", claims=(Claim(b, "the geometry", GEOMETRY),)))  # fmt: skip
 
 
 def _gpu_columns(a: str, b: str, ta: str, tb: str, datasets) -> tuple[Column, ...]:
@@ -90,7 +133,8 @@ def _curvature_rows(config: str) -> tuple[Row, ...]:
     # so the normalisation ablation's "normalized" row of the same budget reuses its runs
     return tuple(
         Row(f"c={c}", f"c = {c}", config, (f"method_kwargs.curvature={c}",),
-            suffix="" if c == 0.1 else f"-c{c}", baselines=() if c == 0.1 else ("c=0.1",))
+            suffix="" if c == 0.1 else f"-c{c}",
+            claims=() if c == 0.1 else (Claim("c=0.1", "c", CURVATURE),))
         for c in CURVATURES
     )  # fmt: skip
 
@@ -99,19 +143,28 @@ def _normalization_rows(config: str) -> tuple[Row, ...]:
     return (
         Row("normalized", "with normalisation", config),
         Row("unnormalized", "without normalisation", config, ("method_kwargs.normalize=false",),
-            suffix="-unnormalized", baselines=("normalized",)),
+            suffix="-unnormalized", claims=(Claim("normalized", "the normalisation", NORMALIZE),)),
     )  # fmt: skip
 
 
 def _robust_rows(folder: str) -> tuple[Row, ...]:
+    attack = "the adversarial training"
     return (
         Row("simclr", "SimCLR", f"{folder}/simclr.yaml"),
-        Row("hcl", "HCL", f"{folder}/hcl.yaml", baselines=("simclr",)),
-        # "SimCLR and HCL are not robust": each robust method against its clean counterpart too
-        Row("rocl", "RoCL", f"{folder}/rocl.yaml", baselines=("simclr",)),
-        Row("rhcl", "RHCL", f"{folder}/rhcl.yaml", baselines=("rocl", "hcl")),
-        Row("rhcl-at", "RHCL+AT", f"{folder}/rhcl.yaml", baselines=("rhcl",), finetune=True),
-    )
+        Row("hcl", "HCL", f"{folder}/hcl.yaml", claims=(Claim("simclr", "the geometry", GEOMETRY),)),
+        # "SimCLR and HCL are not robust": each robust method against its own recipe without the
+        # attack (simclr.yaml / hcl.yaml differ from RoCL's recipe in temperature, augmentation
+        # and input normalisation too)
+        Row("simclr-rocl-recipe", "SimCLR, RoCL's recipe", f"{folder}/simclr-rocl-recipe.yaml"),
+        Row("hcl-rhcl-recipe", "HCL, RHCL's recipe", f"{folder}/hcl-rhcl-recipe.yaml"),
+        Row("rocl", "RoCL", f"{folder}/rocl.yaml",
+            claims=(Claim("simclr-rocl-recipe", attack, ATTACK),)),
+        Row("rhcl", "RHCL", f"{folder}/rhcl.yaml",
+            claims=(Claim("rocl", "the geometry", GEOMETRY), Claim("hcl-rhcl-recipe", attack, ATTACK))),
+        # the fine-tuning is the row's own (finetune-adv of RHCL's runs): the same config
+        Row("rhcl-at", "RHCL+AT", f"{folder}/rhcl.yaml",
+            claims=(Claim("rhcl", "the adversarial fine-tuning", ()),), finetune=True),
+    )  # fmt: skip
 
 
 EBCLR_T1_ROWS = (
@@ -121,7 +174,8 @@ EBCLR_T1_ROWS = (
     Row("byol", "BYOL", "configs/ebclr/baselines/fashionmnist-byol.yaml"),
     # "EBCLR consistently outperforms every baseline": paired with each
     Row("ebclr", "EBCLR", "configs/ebclr/fashionmnist-official.yaml",
-        baselines=("simclr", "mocov2plus", "simsiam", "byol")),
+        claims=tuple(Claim(b, "the method, each with its official recipe", OFFICIAL)
+                     for b in ("simclr", "mocov2plus", "simsiam", "byol"))),
 )
 
 
@@ -132,7 +186,7 @@ def _small_cnn(rows: tuple[Row, ...]) -> tuple[Row, ...]:
     for r in rows:
         extra = ["backbone.name=small_cnn"]
         extra.append("backbone.kwargs={batch_norm: false}" if r.key == "ebclr" else "backbone.kwargs={}")
-        out.append(Row(r.key, r.title, r.config, (*r.overrides, *extra), "-small_cnn", r.baselines))
+        out.append(Row(r.key, r.title, r.config, (*r.overrides, *extra), "-small_cnn", r.claims))
     return tuple(out)
 
 
@@ -144,9 +198,11 @@ EBCLR_T3_ROWS = tuple(
         # beyond EBCLR vs SimCLR at each batch, the paper's batch claims: SimCLR degrades as the
         # batch shrinks, EBCLR does not, and EBCLR at 16 beats SimCLR at 128
         Row(f"simclr-b{b}", f"SimCLR, batch {b}", f"configs/ebclr/batch-study/simclr-b{b}.yaml",
-            baselines=("simclr-b128",) if b == 16 else ()),
+            claims=(Claim("simclr-b128", "the batch", BATCH),) if b == 16 else ()),
         Row(f"ebclr-b{b}", f"EBCLR, batch {b}", f"configs/ebclr/batch-study/ebclr-b{b}.yaml",
-            baselines=(f"simclr-b{b}", "simclr-b128", "ebclr-b128") if b == 16 else (f"simclr-b{b}",)),
+            claims=(Claim(f"simclr-b{b}", "the method, each with its recipe", RECIPE),) + ((
+                Claim("simclr-b128", "the method and the batch", RECIPE + BATCH),
+                Claim("ebclr-b128", "the batch", BATCH)) if b == 16 else ())),
     )
 )  # fmt: skip
 EBCLR_LINEAR = "configs/linear/ebclr-fashionmnist.yaml"
@@ -249,8 +305,10 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         },
         # four times fewer epochs: EBCLR's short column against SimCLR's long one, batch by batch;
         # then what the 4x longer budget gives each row
-        across=(*(("short", f"ebclr-b{b}", "long", f"simclr-b{b}") for b in BATCHES),
-                *(("long", r.key, "short", r.key) for r in EBCLR_T3_ROWS)),
+        across=(*(Across("short", f"ebclr-b{b}", "long", f"simclr-b{b}",
+                         "the method and 4x the epochs", RECIPE + EPOCHS) for b in BATCHES),
+                *(Across("long", r.key, "short", r.key, "4x the epochs", EPOCHS)
+                  for r in EBCLR_T3_ROWS)),
     ),
 ]}  # fmt: skip
 
@@ -273,4 +331,4 @@ CPU_FINETUNE_S = 200.0
 TRAIN_IMAGES = {"mnist": 60000, "fashionmnist": 60000, "cifar10": 50000, "cifar100": 50000}
 
 
-__all__ = ["NOT_RUNNABLE", "TABLES", "Column", "Row", "Table"]
+__all__ = ["NOT_RUNNABLE", "TABLES", "Across", "Claim", "Column", "Row", "Table"]

@@ -10,7 +10,7 @@ import pytest
 
 from solo_hyper.cli.main import main
 from solo_hyper.config import ConfigError
-from solo_hyper.reproduce import campaign, paper
+from solo_hyper.reproduce import campaign, pairs, paper, tables
 from solo_hyper.reproduce.tables import NOT_RUNNABLE, TABLES
 
 TINY_LINEAR = "tests/linear-tiny.yaml"
@@ -63,7 +63,7 @@ def test_the_paper_numbers_are_the_papers_own():
     for name, entry in numbers.items():
         if entry["paper"] != "hyperbolic-contrastive-learning":
             continue
-        for value in (n.value for n in entry["cells"].values()):
+        for value in (n.value for n in entry["cells"].values() if n.value is not None):
             assert re.search(rf"(?<![\d.]){re.escape(format(value, 'g'))}(?![\d])", text) or \
                 re.search(rf"(?<![\d.]){value:.2f}(?![\d])", text), (name, value)  # fmt: skip
 
@@ -206,7 +206,7 @@ def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
     rows = {r.key: r for r in column.rows}
     cells = []
     for seed, shift in ((0, 0.0), (1, 1.0), (2, 3.0)):
-        for key in ("simclr", "hcl", "rocl", "rhcl"):
+        for key in ("simclr", "hcl", "simclr-rocl-recipe", "hcl-rhcl-recipe", "rocl", "rhcl"):
             cell = campaign.Cell(column, rows[key], seed, prep=None)
             cell.result = {"LE A_nat": 70.0 + shift, "LE PGD-20 8/255": 50.0 + shift,
                            "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0}  # fmt: skip
@@ -219,8 +219,10 @@ def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
     assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs LE | 3 | +3.33 |" in text
     assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs r-LE | 3 | -0.33 |" in text
     assert "| RHCL+AT - RHCL | AT A_nat vs LE | 3 | -11.33 |" in text
-    assert "| RHCL - HCL | LE PGD-20 8/255 | 3 | +0.00 |" in text
-    assert "| RoCL - SimCLR | LE A_nat | 3 | +0.00 |" in text
+    # adversarial training against the same recipe without the attack, not against simclr.yaml
+    assert "| RHCL - HCL, RHCL's recipe | LE PGD-20 8/255 | 3 | +0.00 |" in text
+    assert "| RoCL - SimCLR, RoCL's recipe | LE A_nat | 3 | +0.00 |" in text
+    assert "| RoCL - SimCLR |" not in text and "| RHCL - HCL |" not in text
     assert "RHCL+AT - RHCL | LE" not in text  # a fine-tuned row has no LE of its own
 
 
@@ -312,3 +314,57 @@ def test_a_run_at_a_setting_the_paper_never_measured_gets_a_dash():
     assert "| without normalisation - with normalisation | linear top-1 | 1 | -1.00 | - | " in text
     line = next(x for x in text.splitlines() if x.startswith("| without normalisation - with"))
     assert line.endswith("| - |")  # no paper gap: the paper has no unnormalised c = 0.1 number
+
+
+def resolved(column, row) -> dict:
+    from solo_hyper.run.train import prepare
+
+    return prepare(row.config, [*column.overrides, *row.overrides]).cfg
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_every_pair_reproduce_prints_differs_only_in_what_its_claim_is_about(name):
+    """For every pair of every scale (rows' claims and pairs across columns), the two resolved
+    configs, method defaults filled in, differ only in the keys the claim names."""
+    spec, checked = TABLES[name], 0
+    for scale in spec.scales:
+        for pair in pairs.table_pairs(spec, scale):
+            a, b = resolved(pair.column_a, pair.row_a), resolved(pair.column_b, pair.row_b)
+            assert pairs.undeclared(a, b, pair.keys) == [], (scale, pair.title)
+            checked += 1
+    assert checked > 0
+
+
+def test_the_old_robustness_pairs_were_confounded_and_would_be_refused():
+    """RoCL vs simclr.yaml differs in far more than the attack: temperature, crops, jitter,
+    grayscale and the input normalisation; its recipe twin differs in the method alone."""
+    column = TABLES["hcl-table3"].scales["cpu"][0]
+    rows = {r.key: r for r in column.rows}
+    rocl = resolved(column, rows["rocl"])
+    extra = pairs.undeclared(rocl, resolved(column, rows["simclr"]), tables.ATTACK)
+    assert {"method_kwargs.temperature", "augmentations.0.rrc.crop_min_scale", "data.mean",
+            "augmentations.0.grayscale.prob"} <= set(extra)  # fmt: skip
+    assert pairs.undeclared(rocl, resolved(column, rows["simclr-rocl-recipe"]), tables.ATTACK) == []
+    assert pairs.differences(rocl, resolved(column, rows["simclr-rocl-recipe"]))  # not vacuous
+
+
+def test_a_table_with_an_unclean_pair_is_refused_before_any_work(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    rows = tuple(replace(r, claims=(tables.Claim("simclr", "the attack", tables.ATTACK),))
+                 if r.key == "rocl" else r for r in column.rows)  # fmt: skip
+    bad = replace(spec, scales={"cpu": (replace(column, rows=rows),)})
+    monkeypatch.setitem(TABLES, "hcl-table3", bad)
+    with pytest.raises(ConfigError, match=r"RoCL - SimCLR differs in .*method_kwargs\.temperature"):
+        campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_fairness_doc_lists_every_pair():
+    text = " ".join(open("docs/fairness.md").read().split())  # titles may wrap
+    for spec in TABLES.values():
+        for scale in spec.scales:
+            for pair in pairs.table_pairs(spec, scale):
+                assert re.search(re.escape(pair.title) + r"[:,\s]", text), (spec.name, pair.title)
