@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from solo_hyper.reproduce.pairs import differences
+from solo_hyper.reproduce.pairs import differences, flatten
 from solo_hyper.run.train import prepare
 
 PAIRS = [("hcl", "simclr"), ("shcl", "supcon"), ("rhcl", "rocl")]
