@@ -96,10 +96,48 @@ def paired_interval(a: list[float], b: list[float], confidence: float = 0.95) ->
     return Interval(len(d), m, sd, m - half, m + half, confidence)
 
 
+def paired_p_value(a: list[float], b: list[float]) -> float | None:
+    """Two-sided p-value of the paired t-test of mean(a_s - b_s) = 0 (None: fewer than 2 seeds)."""
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    if len(d) < 2:
+        return None
+    m, sd = mean(d), sample_std(d)
+    if sd == 0:
+        return 1.0 if m == 0 else 0.0
+    return 1.0 - t_two_sided_probability(abs(m) / (sd / math.sqrt(len(d))), len(d) - 1)
+
+
+def holm_intervals(
+    pairs: list[tuple[list[float], list[float]]], confidence: float = 0.95
+) -> list[Interval]:
+    """Paired intervals for m comparisons that make one claim, Holm-adjusted (family-wise
+    ``confidence``), in the order given.
+
+    Holm's step-down: the comparison with the k-th smallest p-value (k = 1..m) gets the interval
+    at confidence 1 - alpha / (m - k + 1) while every earlier one excluded 0; from the first that
+    holds 0 on, the rest keep that level. An interval then excludes 0 exactly when Holm's
+    procedure rejects "no difference" for it, so a claim over m pairs is not read from m
+    unadjusted 95% intervals (each 5% false-positive chance adding up).
+    """
+    alpha, m = 1.0 - confidence, len(pairs)
+    p = [paired_p_value(a, b) for a, b in pairs]
+    order = sorted(range(m), key=lambda i: (p[i] is None, p[i] if p[i] is not None else 1.0))
+    out: list[Interval | None] = [None] * m
+    level, stopped = confidence, False
+    for rank, i in enumerate(order):
+        if not stopped:
+            level = 1.0 - alpha / (m - rank)
+        out[i] = paired_interval(*pairs[i], confidence=level)
+        stopped = stopped or out[i].within_noise is not False
+    return out  # type: ignore[return-value]
+
+
 __all__ = [
     "Interval",
+    "holm_intervals",
     "mean",
     "paired_interval",
+    "paired_p_value",
     "sample_std",
     "t_quantile",
     "t_two_sided_probability",

@@ -27,7 +27,13 @@ from solo_hyper.evaluation.compare import (
     train_or_reuse,
 )
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
-from solo_hyper.evaluation.stats import mean, paired_interval, sample_std
+from solo_hyper.evaluation.stats import (
+    Interval,
+    holm_intervals,
+    mean,
+    paired_interval,
+    sample_std,
+)
 from solo_hyper.reproduce import pairs, paper
 from solo_hyper.reproduce.tables import (
     CPU_EVAL_S,
@@ -455,7 +461,7 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
             beside = paper.beside(*paper.resolve(numbers, spec.name, key, column.paper_column,
                                                  None if not spec.robust else "A_nat", None))
             parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))
-        parts += ["", *_pairs_text(group, metrics, values)]
+        parts += ["", *_pairs_text(group, metrics, values), *_best_text(spec, group, metrics, values)]
     parts += _across_text(spec, cells, values)
     parts += _claims_legend(spec, scale, cells)
     entry = numbers.get(spec.name)
@@ -482,7 +488,8 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
 def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:
     """What each printed pair's two configs differ in (checked by ``plan`` before any run)."""
     present = {(c.column.name, c.row.key) for c in cells}
-    lines = [f"{p.title}: {p.about}" for p in pairs.table_pairs(spec, scale)
+    lines = [f"the best {p.about} against every other: {p.about}" if p.best else f"{p.title}: {p.about}"
+             for p in pairs.table_pairs(spec, scale)
              if {(p.column_a.name, p.row_a.key), (p.column_b.name, p.row_b.key)} <= present]  # fmt: skip
     if not lines:
         return []
@@ -509,20 +516,82 @@ def _compared_keys(row: Row, key: str, title: str) -> list[tuple[str, str]]:
     return [(f"{p} {attack}", f"{key} vs {p}") for p in ("LE", "r-LE")]
 
 
-def _pair_line(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: str,
-               title: str, paper_a: float | None = None, paper_b: float | None = None) -> str | None:
-    """One table line: A's ``key_a`` minus B's ``key_b`` over the seeds both measured (``a`` and
-    ``b`` map seed -> result), then the paper's A - B at the runs' settings ("-" without both),
-    or None when no seed has both."""
+@dataclass
+class _Comparison:
+    """One printed pair on one metric: A's and B's values over the seeds both measured."""
+
+    name_a: str
+    name_b: str
+    title: str
+    a: list[float]
+    b: list[float]
+    paper_a: float | None = None
+    paper_b: float | None = None
+    family: str = ""  # one claim over several pairs: Holm-adjusted together
+
+
+def _comparison(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: str, title: str,
+                paper_a: float | None = None, paper_b: float | None = None,
+                family: str = "") -> _Comparison | None:
+    """A's ``key_a`` against B's ``key_b`` over the seeds both measured (``a`` and ``b`` map
+    seed -> result), or None when no seed has both."""
     seeds = [s for s in a if s in b and isinstance(a[s].get(key_a), (int, float))
              and isinstance(b[s].get(key_b), (int, float))]  # fmt: skip
     if not seeds:
         return None
-    iv = paired_interval([float(a[s][key_a]) for s in seeds], [float(b[s][key_b]) for s in seeds])
-    ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
-    gap = "-" if paper_a is None or paper_b is None else f"{paper_a - paper_b:+.2f}"
-    return (f"| {name_a} - {name_b} | {title} | {len(seeds)} | {iv.mean:+.2f} | {ci} | "
-            f"{verdict(iv, name_a, name_b)} | {gap} |")
+    return _Comparison(name_a, name_b, title, [float(a[s][key_a]) for s in seeds],
+                       [float(b[s][key_b]) for s in seeds], paper_a, paper_b, family)  # fmt: skip
+
+
+def _intervals(comparisons: list[_Comparison]) -> list[Interval]:
+    """Each comparison's interval: 95% alone, Holm-adjusted within its family and metric."""
+    out: list[Interval | None] = [None] * len(comparisons)
+    families: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(comparisons):
+        if c.family:
+            families.setdefault((c.family, c.title), []).append(i)
+        else:
+            out[i] = paired_interval(c.a, c.b)
+    for members in families.values():
+        for i, iv in zip(members, holm_intervals([(comparisons[i].a, comparisons[i].b) for i in members])):
+            out[i] = iv
+    return out  # type: ignore[return-value]
+
+
+def _lines(comparisons: list[_Comparison]) -> list[str]:
+    """The pair table's lines, then one verdict per claim over several pairs."""
+    intervals, lines = _intervals(comparisons), []
+    for c, iv in zip(comparisons, intervals):
+        ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+        if c.family:
+            ci += f" Holm {sum(x.family == c.family and x.title == c.title for x in comparisons)}"
+        gap = "-" if c.paper_a is None or c.paper_b is None else f"{c.paper_a - c.paper_b:+.2f}"
+        lines.append(f"| {c.name_a} - {c.name_b} | {c.title} | {len(c.a)} | {iv.mean:+.2f} | {ci} | "
+                     f"{verdict(iv, c.name_a, c.name_b)} | {gap} |")  # fmt: skip
+    return lines
+
+
+def _family_verdicts(comparisons: list[_Comparison]) -> list[str]:
+    """'claim (metric): holds against every pair' only when every Holm-adjusted interval of the
+    claim's pairs excludes 0 with A ahead; else which pairs are within noise or reversed."""
+    intervals, out = _intervals(comparisons), []
+    keys = dict.fromkeys((c.family, c.title) for c in comparisons if c.family)
+    for family, title in keys:
+        members = [(c, iv) for c, iv in zip(comparisons, intervals) if (c.family, c.title) == (family, title)]
+        if any(iv.within_noise is None for _, iv in members):
+            out.append(f"- {family} ({title}): needs >= 2 seeds in every pair.")
+            continue
+        noise = [c.name_b for c, iv in members if iv.within_noise]
+        reversed_ = [c.name_b for c, iv in members if not iv.within_noise and iv.mean < 0]
+        if not noise and not reversed_:
+            out.append(f"- {family} ({title}): **holds against every pair** ({len(members)}, "
+                       "Holm-adjusted).")  # fmt: skip
+            continue
+        parts = [f"within noise against {', '.join(noise)}"] if noise else []
+        parts += [f"reversed against {', '.join(reversed_)}"] if reversed_ else []
+        out.append(f"- {family} ({title}): **not resolved**: {'; '.join(parts)} (Holm-adjusted "
+                   f"over {len(members)} pairs).")  # fmt: skip
+    return out
 
 
 def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
@@ -531,12 +600,26 @@ def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
 
 PAIR_HEADER = "| pair (A - B) | metric | seeds | mean | 95% interval | verdict | paper |"
 PAIR_RULE = "|---|---|---|---|---|---|---|"
+HOLM_NOTE = ("'Holm m': the interval is Holm-adjusted over the m pairs of one claim (family-wise "
+             "95%: the pair with the k-th smallest p-value at 1 - 0.05/(m - k + 1), stepping down "
+             "as Holm's procedure), so it excludes 0 exactly when Holm rejects; a claim over "
+             "several pairs holds only when every one of them does.")  # fmt: skip
+
+
+def _table(intro: str, comparisons: list[_Comparison]) -> list[str]:
+    if not comparisons:
+        return []
+    out = [intro, "", PAIR_HEADER, PAIR_RULE, *_lines(comparisons), ""]
+    verdicts = _family_verdicts(comparisons)
+    if verdicts:
+        out += [*verdicts, "", HOLM_NOTE, ""]
+    return out
 
 
 def _across_text(spec: Table, cells: list[Cell], values: PaperValues | None = None) -> list[str]:
     """The table's pairs across two columns (same seed, the table's metrics)."""
     values = values or {}
-    lines = []
+    comparisons = []
     for pair in spec.across:
         col_a, row_a, col_b, row_b = pair.column_a, pair.row_a, pair.column_b, pair.row_b
         first_a, first_b = (next((c for c in cells if c.column.name == col and c.row.key == key), None)
@@ -546,36 +629,77 @@ def _across_text(spec: Table, cells: list[Cell], values: PaperValues | None = No
         a, b = _results(cells, col_a, row_a), _results(cells, col_b, row_b)
         name_a, name_b = f"{first_a.row.title} ({col_a})", f"{first_b.row.title} ({col_b})"
         for key, title, _ in _metrics(spec, [first_a, first_b]):
-            line = _pair_line(a, b, key, key, name_a, name_b, title,
-                              values.get((col_a, row_a, key)), values.get((col_b, row_b, key)))
-            if line:
-                lines.append(line)
-    if not lines:
+            comparisons.append(_comparison(a, b, key, key, name_a, name_b, title,
+                                           values.get((col_a, row_a, key)),
+                                           values.get((col_b, row_b, key)), pair.family))  # fmt: skip
+    comparisons = [c for c in comparisons if c is not None]
+    if not comparisons:
         return []
-    return ["## Across columns", "", "Paired over the seeds both ran (95% Student-t interval):", "",
-            PAIR_HEADER, PAIR_RULE, *lines, ""]  # fmt: skip
+    return ["## Across columns", "", *_table("Paired over the seeds both ran (95% Student-t "
+                                             "interval):", comparisons)]  # fmt: skip
 
 
 def _pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) -> list[str]:
     values = values or {}
-    lines = []
+    comparisons = []
     group_rows = list(dict.fromkeys(c.row for c in group))
+    column = group[0].column.name
     for row in group_rows:
         a = {c.seed: c.result for c in group if c.row is row}
-        for base in (r for claim in row.claims for r in group_rows if r.key == claim.baseline):
+        for claim in row.claims:
+            base = next((r for r in group_rows if r.key == claim.baseline), None)
+            if base is None:
+                continue
             b = {c.seed: c.result for c in group if c.row is base}
             for key, metric, _ in metrics:
                 for base_key, title in _compared_keys(row, key, metric):
-                    column = group[0].column.name
-                    line = _pair_line(a, b, key, base_key, row.title, base.title, title,
-                                      values.get((column, row.key, key)),
-                                      values.get((column, base.key, base_key)))
-                    if line:
-                        lines.append(line)
-    if not lines:
+                    comparisons.append(_comparison(
+                        a, b, key, base_key, row.title, base.title, title,
+                        values.get((column, row.key, key)), values.get((column, base.key, base_key)),
+                        claim.family))  # fmt: skip
+    return _table("Paired differences over the seeds both ran (95% Student-t interval; 'within "
+                  "noise' when it holds 0):", [c for c in comparisons if c is not None])  # fmt: skip
+
+
+def _best_text(spec: Table, group: list[Cell], metrics, values: PaperValues) -> list[str]:
+    """The table's Best claim: the highest mean against every other row, Holm-adjusted; "best"
+    only when resolved against all of them."""
+    best = spec.best
+    rows = [r for r in dict.fromkeys(c.row for c in group) if best is not None and r.key in best.rows]
+    if len(rows) < 2:
         return []
-    return ["Paired differences over the seeds both ran (95% Student-t interval; 'within noise' "
-            "when it holds 0):", "", PAIR_HEADER, PAIR_RULE, *lines, ""]  # fmt: skip
+    column = group[0].column.name
+    results = {r.key: {c.seed: c.result for c in group if c.row is r} for r in rows}
+    out = [f"Which {best.about} is best: the highest mean against "
+           "every other row (Holm-adjusted over those pairs); best only when resolved against "
+           f"all of them. The paper's best: {next((r.title for r in rows if r.key == best.claimed), best.claimed)}.",
+           "", PAIR_HEADER, PAIR_RULE]  # fmt: skip
+    sentences = []
+    for key, title, _ in metrics:
+        means = {r.key: mean(v) for r in rows
+                 if (v := [float(x[key]) for x in results[r.key].values()
+                           if isinstance(x.get(key), (int, float))])}  # fmt: skip
+        if len(means) < 2:
+            continue
+        top = next(r for r in rows if r.key == max(means, key=means.get))
+        family = f"{top.title} is the best {best.about}"
+        comparisons = [c for c in (
+            _comparison(results[top.key], results[r.key], key, key, top.title, r.title, title,
+                        values.get((column, top.key, key)), values.get((column, r.key, key)), family)
+            for r in rows if r is not top and r.key in means) if c is not None]  # fmt: skip
+        out += _lines(comparisons)
+        intervals = _intervals(comparisons)
+        tied = [c.name_b for c, iv in zip(comparisons, intervals) if iv.within_noise is not False]
+        if not tied:
+            sentences.append(f"- {title}: **{top.title} is best**, resolved against every other "
+                             f"row ({len(comparisons)} pairs, Holm-adjusted).")  # fmt: skip
+        else:
+            sentences.append(f"- {title}: **no best resolved**: {top.title} has the highest mean "
+                             f"({means[top.key]:.2f}) but is within noise of {', '.join(tied)} "
+                             "(Holm-adjusted).")  # fmt: skip
+    if not sentences:
+        return []
+    return [*out, "", *sentences, "", HOLM_NOTE, ""]
 
 
 __all__ = ["dry_run_text", "listing", "plan", "reproduce", "table"]

@@ -29,6 +29,7 @@ class Pair:
     row_b: Row
     about: str
     keys: tuple[str, ...]
+    best: bool = False  # one of a Best claim's rows against the first (the best is chosen later)
 
     @property
     def title(self) -> str:
@@ -77,13 +78,19 @@ def undeclared(a: dict, b: dict, keys: tuple[str, ...]) -> list[str]:
 
 def table_pairs(spec: Table, scale: str) -> Iterator[Pair]:
     """Every pair ``reproduce`` prints for the table at this scale: each row's claims inside its
-    column, then the table's pairs across columns."""
+    column, the rows of its Best claim (which one is best is read from the runs, so each against
+    the first: two rows equal to it but for the keys differ only in the keys), then the table's
+    pairs across columns."""
     columns = spec.scales[scale]
     for column in columns:
         rows = {r.key: r for r in column.rows}
         for row in column.rows:
             for claim in row.claims:
                 yield Pair(column, row, column, rows[claim.baseline], claim.about, claim.keys)
+        if spec.best is not None:  # every row of the claim against the first: equal but for keys
+            members = [r for r in column.rows if r.key in spec.best.rows]
+            for row in members[1:]:
+                yield Pair(column, row, column, members[0], spec.best.about, spec.best.keys, True)
     by_name = {c.name: c for c in columns}
     for across in spec.across:
         if across.column_a not in by_name or across.column_b not in by_name:

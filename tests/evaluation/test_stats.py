@@ -8,8 +8,10 @@ import pytest
 from scipy import stats as scipy_stats
 
 from solo_hyper.evaluation.stats import (
+    holm_intervals,
     mean,
     paired_interval,
+    paired_p_value,
     sample_std,
     t_quantile,
     t_two_sided_probability,
@@ -74,3 +76,52 @@ def test_sample_std_uses_n_minus_one_and_refuses_one_value():
         paired_interval([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="integer >= 1"):
         t_quantile(0.95, 0)
+
+
+def test_paired_p_value_is_scipys_paired_t_test():
+    a, b = [84.1, 83.2, 85.0, 84.4], [83.0, 83.5, 84.1, 83.2]
+    assert paired_p_value(a, b) == pytest.approx(scipy_stats.ttest_rel(a, b).pvalue, rel=1e-9)
+    assert paired_p_value([1.0], [0.0]) is None
+    assert paired_p_value([1.0, 2.0], [0.0, 1.0]) == 0.0  # a constant nonzero difference
+    assert paired_p_value([1.0, 2.0], [1.0, 2.0]) == 1.0
+
+
+def _holm_rejects(p: list[float], alpha: float = 0.05) -> list[bool]:
+    """Holm (1979) as the textbook writes it: sort, reject while p_(k) <= alpha / (m - k + 1)."""
+    m, out = len(p), [False] * len(p)
+    for k, i in enumerate(sorted(range(m), key=lambda j: p[j])):
+        if p[i] > alpha / (m - k):
+            break
+        out[i] = True
+    return out
+
+
+def test_holm_intervals_exclude_zero_exactly_when_holm_rejects():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        m, n = rng.randint(2, 9), rng.randint(3, 5)
+        pairs = []
+        for _ in range(m):
+            shift = rng.choice([0.0, 0.5, 1.5, 3.0])
+            b = [rng.gauss(80, 1) for _ in range(n)]
+            pairs.append(([x + shift + rng.gauss(0, 0.4) for x in b], b))
+        intervals = holm_intervals(pairs)
+        p = [scipy_stats.ttest_rel(a, b).pvalue for a, b in pairs]
+        assert [not iv.within_noise for iv in intervals] == _holm_rejects(p)
+        for (a, b), iv in zip(pairs, intervals):
+            plain = paired_interval(a, b)
+            assert iv.mean == pytest.approx(plain.mean)
+            assert iv.low <= plain.low and iv.high >= plain.high  # never narrower than 95%
+            assert iv.confidence >= 0.95
+
+
+def test_holm_over_fabricated_cells_loses_a_difference_one_interval_would_claim():
+    """Nine pairs at 3 seeds: the one with p ~ 0.02 excludes 0 alone (95%), not after Holm."""
+    base = [83.0, 83.5, 84.0]
+    pairs = [([x + 0.6 + e for x, e in zip(base, (0.0, 0.1, -0.1))], base)]
+    pairs += [([x + 0.1 * k + e for x, e in zip(base, (0.5, -0.6, 0.2))], base) for k in range(8)]
+    assert not paired_interval(*pairs[0]).within_noise
+    holm = holm_intervals(pairs)
+    assert holm[0].within_noise and holm[0].confidence == pytest.approx(1 - 0.05 / 9)

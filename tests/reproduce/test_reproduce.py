@@ -286,8 +286,8 @@ def test_a_table4_cell_at_c_0_1_shows_the_papers_c_0_1_number():
     text = campaign.markdown(TABLES["hcl-table4"], "cpu", cells, paper.load())
     assert "| c = 0.1 | 83.00 (paper 87.19) |" in text
     assert "| c = 0.6 | 82.00 (paper 87.98) |" in text
-    assert "| c = 0.6 - c = 0.1 | linear top-1 | 1 | -1.00 | - | " in text
-    assert text.count("| +0.79 |") == 1  # the paper's c = 0.6 - c = 0.1: 87.98 - 87.19
+    assert "| c = 0.1 - c = 0.6 | linear top-1 | 1 | +1.00 | - Holm 1 | " in text
+    assert text.count("| -0.79 |") == 1  # the paper's c = 0.1 - c = 0.6: 87.19 - 87.98
 
 
 def test_hcl_table1_at_c_0_1_quotes_the_c_0_1_number_not_the_c_0_6_one():
@@ -367,4 +367,72 @@ def test_fairness_doc_lists_every_pair():
     for spec in TABLES.values():
         for scale in spec.scales:
             for pair in pairs.table_pairs(spec, scale):
+                if pair.best:  # which row is best comes from the runs: the doc names the claim
+                    assert f"the best {spec.best.about} against every other" in text
+                    continue
                 assert re.search(re.escape(pair.title) + r"[:,\s]", text), (spec.name, pair.title)
+
+
+def seeded_cells(name: str, accuracy: dict[str, list[float]], scale: str = "cpu"):
+    """Fabricated linear accuracies, one cell per seed of each row (the rows' configs resolved)."""
+    cells = []
+    for first in fabricated_cells(name, scale, {k: v[0] for k, v in accuracy.items()}):
+        for seed, acc in enumerate(accuracy[first.row.key]):
+            cell = campaign.Cell(first.column, first.row, seed, first.prep)
+            cell.result = {"run_dir": "x", "linear_acc1": acc, "knn_top1": 70.0}
+            cells.append(cell)
+    return cells
+
+
+def table4(leader: str, lead: float) -> str:
+    """Table 4 with every c at the same level (seed noise) and ``leader`` ``lead`` points ahead."""
+    noise = [[0.3, -0.2, 0.1], [0.0, 0.4, -0.3], [-0.2, 0.1, 0.3]]
+    accuracy = {f"c={c}": [83.0 + noise[i % 3][s] + (lead if f"c={c}" == leader else 0.0)
+                           for s in range(3)] for i, c in enumerate(tables.CURVATURES)}  # fmt: skip
+    return campaign.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
+                             paper.load())  # fmt: skip
+
+
+def test_table4_calls_a_best_c_only_when_resolved_against_every_other_row():
+    resolved = table4("c=0.6", 3.0)
+    assert "**c = 0.6 is best**, resolved against every other row (9 pairs, Holm-adjusted)" in resolved
+    assert resolved.count("| c = 0.6 - c = ") == 9 and "Holm 9 |" in resolved
+    assert "Holm-adjusted over the m pairs of one claim" in resolved  # the legend says so
+    tie = table4("c=0.1", 0.2)
+    assert "**no best resolved**: c = 0.1 has the highest mean" in tie
+    assert "is best**" not in tie
+
+
+def test_holm_withholds_a_best_that_one_unadjusted_interval_would_grant():
+    """c = 0.4 ahead of one row by a margin a lone 95% interval resolves, not after Holm over 9."""
+    from solo_hyper.evaluation.stats import paired_interval
+
+    base = [83.0, 83.5, 84.0]
+    others = [f"c={c}" for c in tables.CURVATURES if c not in (0.1, 0.4)]
+    accuracy = {k: [x + 0.05 * i + e for x, e in zip(base, (0.5, -0.6, 0.2))]
+                for i, k in enumerate(others)}  # fmt: skip
+    accuracy["c=0.1"] = base
+    accuracy["c=0.4"] = [x + 0.6 + e for x, e in zip(base, (0.0, 0.1, -0.1))]
+    lone = paired_interval(accuracy["c=0.4"], accuracy["c=0.1"])
+    assert not lone.within_noise  # alone: "c = 0.4 higher"
+    text = campaign.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
+                             paper.load())  # fmt: skip
+    line = next(x for x in text.splitlines() if x.startswith("| c = 0.4 - c = 0.1 | linear"))
+    assert "within noise" in line and "Holm 9" in line
+    assert "**no best resolved**: c = 0.4" in text
+
+
+def test_ebclr_table1_reads_every_baseline_through_holm_adjusted_intervals():
+    base = [80.0, 80.5, 81.0]
+    accuracy = {"simclr": base, "mocov2plus": [x - 0.4 for x in base],
+                "simsiam": [x - 3.0 for x in base], "byol": [x - 2.5 for x in base]}
+    accuracy["ebclr"] = [x + 2.0 + e for x, e in zip(base, (0.3, -0.3, 0.1))]
+    text = campaign.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
+                             paper.load())  # fmt: skip
+    lines = [x for x in text.splitlines() if x.startswith("| EBCLR - ") and "| linear top-1 |" in x]
+    assert len(lines) == 4 and all("Holm 4 |" in x for x in lines)
+    assert "EBCLR outperforms every baseline (linear top-1): **holds against every pair** (4," in text
+    accuracy["mocov2plus"] = [x + 2.1 for x in base]  # level with EBCLR
+    text = campaign.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
+                             paper.load())  # fmt: skip
+    assert "(linear top-1): **not resolved**: within noise against MoCo v2 (Holm-adjusted over 4" in text
