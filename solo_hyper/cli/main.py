@@ -11,8 +11,6 @@ import sys
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    import json
-
     from solo_hyper.run.train import prepare, pretrain
 
     prep = prepare(args.config, args.overrides)
@@ -20,13 +18,15 @@ def _pretrain(args: argparse.Namespace) -> None:
     if not rank_zero():  # under DDP every rank returns here: one summary, from rank 0
         return
     if result.get("reused"):
-        stored = {k: v for k, v in result.items() if k not in ("reused", "code", "metrics")}
-        print(json.dumps(stored, indent=2))
-        return
+        how = "a finished run of this config, nothing trained"
+    else:
+        how = f"{result['wall_time_s']:.1f} s"
+        if result.get("resumed_from"):
+            how += f", resumed after {result.get('resumed_at_step')} steps"
     print(
         f"{result['method']}: online linear top-1 {_pct(result['online_linear_acc1'])}, "
         f"online kNN top-1 {_pct(result['knn_acc1'])} (bank of augmented training crops), "
-        f"{_plural(result['epochs'], 'epoch')}, {result['wall_time_s']:.1f} s -> {result['run_dir']}"
+        f"{_plural(result['epochs'], 'epoch')} ({how}) -> {result['run_dir']}"
     )
 
 
@@ -180,7 +180,7 @@ def _evaluation_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m solo_hyper", description=__doc__)
+    parser = argparse.ArgumentParser(prog=program_name(), description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("pretrain", help="pretrain one method from a YAML config")
@@ -363,10 +363,37 @@ def overrides_last(argv: list[str], options: dict[str, int]) -> list[str]:
     return head + overrides
 
 
+def program_name() -> str:
+    """How this command was started: ``solo-hyper`` (the console script) or ``python -m
+    solo_hyper``."""
+    import os
+
+    base = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return base if base and not base.endswith(".py") and base not in ("-c", "-m") else (
+        "python -m solo_hyper"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    from solo_hyper.cli.quiet import filtered_warnings, quiet_run
+    from solo_hyper.run.stop import Interrupted, stop_on_signals
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    with stop_on_signals():
+        try:
+            return _main(argv)
+        except Interrupted as err:
+            import shlex
+
+            again = shlex.join([*program_name().split(), *argv])
+            print(f"solo-hyper: {err.signal_name}: {err}. Run the same command again to go on "
+                  f"(finished runs are reused, a stopped run resumes): {again}",
+                  file=sys.stderr)  # fmt: skip
+            return err.exit_code
+
+
+def _main(argv: list[str]) -> int:
+    from solo_hyper.cli.quiet import filtered_warnings, quiet_run
+
     parser = build_parser()
     # run-solo: only before the script (what follows is the script's own)
     verbose = "--verbose" in (argv[:2] if argv[:1] == ["run-solo"] else argv)

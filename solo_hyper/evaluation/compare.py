@@ -34,6 +34,7 @@ from solo_hyper.evaluation.seeds import (
     summarize,
     verdict,
 )
+from solo_hyper.run.guards import RunStopped
 from solo_hyper.run.lock import holding
 from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
 from solo_hyper.solo import adapter
@@ -102,8 +103,15 @@ def run_name(config_path: str) -> str:
 def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
     """A finished run is reused only when its config hash matches (``run.train.plan_run``); a
     run directory holding another config is left alone and this one trains as
-    ``<name>-<config hash>``."""
-    return pretrain(prep, quiet=quiet, on_mismatch="new")
+    ``<name>-<config hash>``. A run that ended before its budget is never a table's row."""
+    result = pretrain(prep, quiet=quiet, on_mismatch="new")
+    if not result.get("finished"):
+        raise RunStopped(
+            f"{result['run_dir']} stopped after {result['global_step']} steps, before its budget "
+            f"(max_epochs={prep.cfg['max_epochs']}, max_steps={prep.cfg.get('max_steps')}); a "
+            "table holds finished runs only: run the same command again to resume it"
+        )
+    return result
 
 
 def check_linear(preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None):

@@ -67,6 +67,15 @@ def newest_checkpoint(
     return None
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """The global step a checkpoint was written at (None: unreadable). Memory-mapped: the
+    weights are not read."""
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+    except Exception:
+        return None
+
+
 def resolve_checkpoint(path: str | Path) -> Path:
     """A run directory (its last.ckpt, else its newest .ckpt) or a checkpoint file."""
     p = Path(path)

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import LAST, checkpoint_epoch
 from solo_hyper.run.guards import RunStopped
 from solo_hyper.solo import adapter
@@ -50,15 +51,15 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
         self.run_dir = Path(run_dir)
         self.every_n_steps, self.frequency = int(every_n_steps or 0), int(frequency)
         self.keep_prev, self.keep_last = keep_prev, keep_last
-        self._saved_step = -1
+        self.saved_step = -1  # the global step of the newest checkpoint this run holds
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._saved_step = int(trainer.global_step)  # a resumed run: its checkpoint is this step
+        self.saved_step = int(trainer.global_step)  # a resumed run: its checkpoint is this step
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         step = int(trainer.global_step)
         if (self.every_n_steps and batch_idx > 0 and step % self.every_n_steps == 0
-                and step != self._saved_step):  # fmt: skip
+                and step != self.saved_step):  # fmt: skip
             self.write(trainer, self.run_dir / LAST)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
@@ -82,7 +83,7 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
                 tmp.replace(path)
         except OSError as err:
             self.failed(trainer, path, tmp, err)
-        self._saved_step = int(trainer.global_step)
+        self.saved_step = int(trainer.global_step)
 
     def copy(self, trainer: Any, source: Path, path: Path) -> None:
         if not trainer.is_global_zero:
@@ -106,10 +107,30 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
         ) from None
 
 
+class StopOnRequest(pl.Callback):
+    """Ends training at the next step boundary after a SIGINT/SIGTERM (``run/stop.py``): the
+    running step completes, ``last.ckpt`` is written at the boundary where ``RunCheckpoint``
+    writes its step checkpoints (so the resume is exact), then ``Interrupted`` is raised."""
+
+    def __init__(self, writer: RunCheckpoint | None) -> None:
+        self.writer = writer
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        signum = stop.requested()
+        if signum is None:
+            return
+        step = int(trainer.global_step)
+        if self.writer is not None and step != self.writer.saved_step:
+            self.writer.write(trainer, self.writer.run_dir / LAST)
+        raise stop.Interrupted(signum, "stopped at a step boundary")
+
+
 def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:
-    """The run's checkpoint writer, as the config's ``checkpoint`` section says."""
+    """The run's checkpoint writer, as the config's ``checkpoint`` section says, and the stop on
+    SIGINT/SIGTERM that writes its last checkpoint."""
     ck = cfg["checkpoint"]
     if not ck["enabled"]:
-        return []
-    return [RunCheckpoint(run_dir, ck.get("every_n_steps"), int(ck["frequency"]),
-                          bool(ck["keep_prev"]), int(ck["keep_last"]))]  # fmt: skip
+        return [StopOnRequest(None)]
+    writer = RunCheckpoint(run_dir, ck.get("every_n_steps"), int(ck["frequency"]),
+                           bool(ck["keep_prev"]), int(ck["keep_last"]))  # fmt: skip
+    return [StopOnRequest(writer), writer]

@@ -11,6 +11,8 @@ another config is refused with the keys that differ. A run that trained writes `
 from __future__ import annotations
 
 import resource
+import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,8 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
-from solo_hyper.run.checkpoints import read_checkpoint
+from solo_hyper.run import stop
+from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.run.identity import (
     code_version,
@@ -171,9 +174,22 @@ def percent_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v * scale if k.startswith("val_knn_acc") else v for k, v in metrics.items()}
 
 
+def note(message: str) -> None:
+    """A phase line: on stderr, so that stdout holds the results alone."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def saved_state(run_dir: Path) -> str:
+    """What a stopped run leaves to resume from, in words (its newest readable checkpoint)."""
+    last = newest_checkpoint(run_dir) if run_dir.is_dir() else None
+    if last is None:
+        return "no checkpoint was written yet (the run starts from the beginning next time)"
+    return f"its checkpoint {last} holds {checkpoint_step(last)} training steps"
+
+
 def pretrain(
     prep: Prepared, quiet: bool = False, callbacks: list = (), on_mismatch: str = "error",
-    log=print,
+    log=note,
 ) -> dict:  # fmt: skip
     """Trains a prepared config (or resumes it) and returns (and writes) its result summary.
 
@@ -199,9 +215,13 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
                 f"{plan.config_hash}); its stored results follow, nothing was written")  # fmt: skip
         return {**plan.result, "run_dir": str(run_dir), "reused": True}
     resume = plan.resume
-    if plan.status == "extend" and not quiet:
+    resumed_at = checkpoint_step(resume) if resume else None
+    if plan.status == "extend":
         log(f"[solo-hyper] {run_dir}: training on from max_epochs={plan.previous['max_epochs']} "
             f"to {cfg['max_epochs']} (recorded in run.json's history)")  # fmt: skip
+    if resume is not None:
+        log(f"[solo-hyper] {cfg['name']}: resuming from {resume} after {resumed_at} training "
+            f"steps (to max_epochs={cfg['max_epochs']})")  # fmt: skip
     pl.seed_everything(int(cfg["seed"]), workers=True)
     train_loader, val_loader, num_classes = build_dataloaders(
         cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
@@ -237,9 +257,17 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     )
     reset_peak_memory(model.device)
     start = time.perf_counter()
-    trainer.fit(model, train_loader, val_loader, ckpt_path=str(resume) if resume else None)
+    try:
+        with stop.deferred():  # a first Ctrl-C ends the step and writes its checkpoint first
+            trainer.fit(model, train_loader, val_loader, ckpt_path=str(resume) if resume else None)
+    except stop.Interrupted as err:
+        raise stop.Interrupted(err.signum, f"{err}: {cfg['name']} did not finish; "
+                               f"{saved_state(run_dir)}") from None  # fmt: skip
+    if trainer.interrupted:  # Lightning returned from a KeyboardInterrupt (no handler installed)
+        raise stop.Interrupted(signal.SIGINT, f"{cfg['name']} did not finish; "
+                               f"{saved_state(run_dir)}")  # fmt: skip
     wall = time.perf_counter() - start
-    if throughput.images == 0 and not trainer.interrupted:
+    if throughput.images == 0:
         # resumed from a checkpoint that had already reached max_epochs (a run killed before it
         # wrote result.json): evaluate the restored model so that its numbers are real
         trainer.validate(model, val_loader, verbose=False)
@@ -248,9 +276,8 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     )
     max_steps = cfg.get("max_steps") or -1
-    finished = not trainer.interrupted and (
-        int(trainer.current_epoch) >= int(cfg["max_epochs"])
-        or (max_steps > 0 and int(trainer.global_step) >= max_steps)
+    finished = int(trainer.current_epoch) >= int(cfg["max_epochs"]) or (
+        max_steps > 0 and int(trainer.global_step) >= max_steps
     )
     result = {
         "name": cfg["name"],
@@ -261,6 +288,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         "epochs": int(trainer.current_epoch),
         "global_step": int(trainer.global_step),
         "resumed_from": str(resume) if resume else None,
+        "resumed_at_step": resumed_at,
         "wall_time_s": round(wall, 2),
         "images_per_s": round(throughput.images_per_second, 1),
         "peak_memory_mb": round(peak_memory_mb(model.device), 1),
@@ -273,6 +301,10 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         "code": code_version(),
     }
     write_json_atomic(run_dir / "result.json", result)
+    signum = stop.requested()
+    if signum is not None:  # the request came after the last step: the run finished first
+        raise stop.Interrupted(signum, f"{cfg['name']} finished before it could stop "
+                               f"({run_dir / 'result.json'} written)")  # fmt: skip
     return result
 
 

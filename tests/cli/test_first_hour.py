@@ -80,7 +80,7 @@ def test_summaries_round_their_numbers(session):
     pretrain = session["procs"]["pretrain"].stdout.strip().splitlines()[-1]
     assert re.fullmatch(
         r"hcl: online linear top-1 \d+\.\d\d%, online kNN top-1 \d+\.\d\d% \(bank of augmented "
-        r"training crops\), 1 epoch, \d+\.\d s -> .*hcl-fashionmnist", pretrain
+        r"training crops\), 1 epoch \(\d+\.\d s\) -> .*hcl-fashionmnist", pretrain
     ), pretrain  # fmt: skip
     linear = session["procs"]["linear"].stdout.strip().splitlines()[-1]
     assert re.search(

@@ -68,7 +68,8 @@ def empty_dir(tmp: Path) -> str:
 # (case, argv builder (run root, scratch dir), expected exit code, message regex on stdout+stderr)
 CASES = [
     ("same command: stored results, nothing written",
-     lambda r, t: pretrain_argv(r), 0, r'"finished": true.*"config_hash"'),
+     lambda r, t: pretrain_argv(r), 0,
+     r"2 epochs \(a finished run of this config, nothing trained\) -> .*hcl-fashionmnist"),
     ("other method argument in the same run",
      lambda r, t: pretrain_argv(r, "method_kwargs.curvature=0.9"), 2,
      r"another config.*method_kwargs.curvature: 0.1 -> 0.9.*--new-run"),
