@@ -11,10 +11,17 @@ pretrained encoder. ``DIR`` gets:
   in: geometry and, for a hyperbolic head, its curvature);
 - ``model.json``: what the files are and how to rebuild them, the input preprocessing (crop size,
   mean, std), and where they came from (checkpoint, config hash, code version).
+
+The files are written into a temporary folder beside ``DIR`` and moved into place together; an
+earlier export in ``DIR`` is kept, renamed ``DIR-<its time stamp>`` (the command says so).
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -23,7 +30,7 @@ from torch import nn
 from solo_hyper.config import ConfigError, crop_entries
 from solo_hyper.evaluation.features import embedding_space
 from solo_hyper.run.checkpoints import load_pretrained
-from solo_hyper.run.identity import code_version, config_hash, write_json_atomic
+from solo_hyper.run.identity import code_version, config_hash, float32_value, write_json_atomic
 
 TORCHVISION = ("resnet18", "resnet50")
 OWN_CLASSES = {"small_cnn": "SmallCNN", "resnet18_nobn": "ResNet18NoBN"}
@@ -82,7 +89,7 @@ def describe_projector(model, cfg: dict, checkpoint: dict | None = None) -> dict
         out["space"] = space.to_dict()
         out["geometry"] = space.name
         if space.curved:
-            out["curvature"] = float(torch.as_tensor(space.curvature).detach().float())
+            out["curvature"] = float32_value(torch.as_tensor(space.curvature))
     for key in (
         "normalize",
         "clip_radius",
@@ -95,18 +102,41 @@ def describe_projector(model, cfg: dict, checkpoint: dict | None = None) -> dict
     return out
 
 
-def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
-    """Writes backbone.pt, projector.pt and model.json into ``out_dir``; returns model.json."""
-    out = Path(out_dir)
+EXPORT_FILES = {"backbone.pt", "projector.pt", "model.json"}
+
+
+def check_out(out: Path) -> None:
+    """``--out`` is a new folder, an empty one or an earlier export (kept aside); nothing else."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file; give a folder")
     if out.is_dir() and any(out.iterdir()):
         existing = [p.name for p in out.iterdir()]
-        if not set(existing) <= {"backbone.pt", "projector.pt", "model.json"}:
+        if not set(existing) <= EXPORT_FILES:
             raise ConfigError(
                 f"--out {str(out)!r} holds other files ({sorted(existing)[:5]}); give an empty "
                 "or new folder"
             )
+
+
+def set_export_aside(out: Path) -> Path | None:
+    """An earlier export in ``out`` -> ``<out>-<time stamp of its model.json>`` (None: none)."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return None
+    marker = out / "model.json" if (out / "model.json").is_file() else next(out.iterdir())
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(marker.stat().st_mtime))
+    target, n = out.with_name(f"{out.name}-{stamp}"), 1
+    while target.exists():
+        n += 1
+        target = out.with_name(f"{out.name}-{stamp}-{n}")
+    out.rename(target)
+    print(f"[solo-hyper] {out}: the earlier export is kept as {target}", file=sys.stderr)
+    return target
+
+
+def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
+    """Writes backbone.pt, projector.pt and model.json into ``out_dir``; returns model.json."""
+    out = Path(out_dir)
+    check_out(out)
     model, cfg, ckpt = load_pretrained(checkpoint)
     name = cfg["backbone"]["name"]
     encoder = model.encoder
@@ -116,9 +146,6 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
         if not k.startswith("fc.")
     }
     projector_state = {k: v.detach().cpu().clone() for k, v in model.projector.state_dict().items()}
-    out.mkdir(parents=True, exist_ok=True)
-    torch.save(backbone_state, out / "backbone.pt")
-    torch.save(projector_state, out / "projector.pt")
     first = crop_entries(cfg)[0]
     info = {
         "method": cfg["method"],
@@ -146,5 +173,16 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
         },  # fmt: skip
         "code": code_version(),
     }
-    write_json_atomic(out / "model.json", info)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        torch.save(backbone_state, tmp / "backbone.pt")
+        torch.save(projector_state, tmp / "projector.pt")
+        write_json_atomic(tmp / "model.json", info)
+        set_export_aside(out)
+        if out.is_dir():  # empty
+            out.rmdir()
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return info

@@ -95,3 +95,19 @@ def test_export_refuses_a_folder_with_other_files(tmp_path, capsys):
     assert main(["export", "--checkpoint", str(run), "--out", str(out)]) == 2
     assert "holds other files" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_export_keeps_an_earlier_export_aside(tmp_path, capsys):
+    _, run = saved_run(tmp_path, "small_cnn")
+    out = tmp_path / "exported"
+    assert main(["export", "--checkpoint", str(run), "--out", str(out)]) == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert main(["export", "--checkpoint", str(run), "--out", str(out)]) == 0
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("exported-")]
+    assert f"the earlier export is kept as {kept}" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == first
+    assert sorted(p.name for p in out.iterdir()) == ["backbone.pt", "model.json", "projector.pt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # the float32 curvature as the number it is, not its float64 spelling 0.30000001192092896
+    assert json.loads((out / "model.json").read_text())["projector"]["curvature"] == 0.3

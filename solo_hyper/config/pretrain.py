@@ -171,6 +171,7 @@ def validate(
     epochs = cfg.get("max_epochs")
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ConfigError(f"max_epochs must be an integer >= 1, got {epochs!r} (--epochs N sets it)")
+    _check_budget(cfg)
     if opt["lr"] is None or float(opt["lr"]) <= 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {opt['lr']!r}")
     for i, entry in enumerate(crops):
@@ -208,6 +209,21 @@ def validate(
             f"unknown backbone.name {backbone!r}{closest(backbone, backbones)}; known: {list(backbones)}"
         )
     return RunShape(image_size, crops, _check_crop_counts(cfg["method"], crops, required_crops))
+
+
+def _check_budget(cfg: dict) -> None:
+    """A budget that trains nothing (Lightning would run and report accuracies of an untrained
+    network, or -100 % from an empty kNN bank) is refused."""
+    for key in ("limit_train_batches", "max_steps"):
+        value = cfg.get(key)
+        if value is None or (key == "max_steps" and value == -1):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            fix = "a number of batches >= 1 or a fraction in (0, 1]" if key == "limit_train_batches" else "-1 (no limit) or a step count >= 1"
+            raise ConfigError(f"{key}={value!r} trains nothing; give {fix}")
+        if isinstance(value, float) and key == "limit_train_batches" and value > 1:
+            raise ConfigError(f"limit_train_batches={value!r}: a fraction must be in (0, 1] (an "
+                              "integer is a number of batches)")  # fmt: skip
 
 
 def _check_dataset(data: dict) -> int | None:

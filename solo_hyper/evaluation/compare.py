@@ -271,11 +271,17 @@ def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
     return keys
 
 
+def readable(value):
+    """A CSV cell as a person reads it: a float to 6 significant digits (67.8, not
+    67.79999732971191); each run's eval.json and result.json keep the full values."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
 def write_csv(path: Path, keys: list[str], records: list[list]) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(keys)
-        writer.writerows(records)
+        writer.writerows([[readable(v) for v in record] for record in records])
 
 
 def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:

@@ -37,6 +37,10 @@ def check_points(space: Manifold, z: Tensor, name: str = "z") -> None:
     if not isinstance(z, Tensor) or z.dim() != 2:
         shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
         raise ValueError(f"{name} must be a (N, P) tensor of points, got {shape}")
+    if not bool(torch.isfinite(z).all()):
+        what = "NaN" if bool(torch.isnan(z).any()) else "Inf"
+        raise ValueError(f"{name} holds {what} values ({int((~torch.isfinite(z)).sum())} of "
+                         f"{z.numel()}): the inputs or the network gave non-finite points")  # fmt: skip
     if z.shape[0] == 0 or space.name not in ("poincare", "lorentz"):
         return
     c = float(space.curvature)

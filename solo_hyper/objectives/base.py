@@ -126,6 +126,14 @@ class CropStats:
 
 
 # ---------------------------------------------------------------------------------- objective
+def _described(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
 class Net(nn.Module):
     """An encoder and an objective's head: what the objectives compute with (``net.encoder``,
     ``net.projector``, and ``net.encode(x)``: the features of a batch the training loop did not
@@ -144,12 +152,13 @@ class Objective:
     """A training objective on an encoder's features (subclasses: HCL, SHCL, RHCL, RoCL, EBCLR).
 
     Declared per class: ``Args`` (the arguments' dataclass), ``required_crops`` (None: any number
-    of crops), ``pixel_space_crops`` (the crops come as [0, 1] pixels: attacks with a pixel budget)
+    of crops, at least ``min_crops``), ``pixel_space_crops`` (the crops come as [0, 1] pixels: attacks with a pixel budget)
     and ``step_inputs`` (what a training loop hands ``prepare`` each step: EBCLR's "chains").
     """
 
     Args: ClassVar[type[ObjectiveArgs]] = ObjectiveArgs
     required_crops: ClassVar[int | None] = None
+    min_crops: ClassVar[int] = 2  # a crop's positive is another crop of its image
     pixel_space_crops: ClassVar[bool] = False
     step_inputs: ClassVar[tuple[str, ...]] = ()
 
@@ -174,8 +183,50 @@ class Objective:
         """(loss, metrics) of one step from the per-crop features and projections."""
         raise NotImplementedError
 
+    def check_batch(self, batch: Batch) -> None:
+        """ValueError, before anything is computed, for a batch this objective cannot train on:
+        it must be [indexes (B,), crops, targets (B,)] with the crops the class declares, each
+        (B, C, H, W) with the same B, and finite (a NaN/Inf crop is named as such)."""
+        name = type(self).__name__
+        if not isinstance(batch, (list, tuple)) or len(batch) != 3:
+            raise ValueError(f"{name} takes a batch [indexes (B,), crops (a list of (B, C, H, W) "
+                             f"tensors, one per view), targets (B,)], got {_described(batch)}")  # fmt: skip
+        indexes, crops, targets = batch
+        if not isinstance(crops, (list, tuple)):
+            raise ValueError(f"{name}: the crops must be a list of (B, C, H, W) tensors, one per "
+                             f"view, got {_described(crops)}")  # fmt: skip
+        wanted = self.required_crops
+        if wanted is not None and len(crops) != wanted:
+            raise ValueError(f"{name} trains on exactly {wanted} crops per image, got {len(crops)}")
+        if len(crops) < self.min_crops:
+            raise ValueError(
+                f"{name} needs at least {self.min_crops} crops per image (a crop's positive is "
+                f"another crop of its image; with {len(crops)} the loss has no positive), got "
+                f"{len(crops)}"
+            )
+        if not isinstance(indexes, Tensor) or indexes.dim() != 1:
+            raise ValueError(f"{name}: indexes must be a (B,) tensor, got {_described(indexes)}")
+        size = indexes.shape[0]
+        if not isinstance(targets, Tensor) or tuple(targets.shape) != (size,):
+            raise ValueError(f"{name}: targets must be a ({size},) tensor like the indexes, got "
+                             f"{_described(targets)}")  # fmt: skip
+        for i, x in enumerate(crops):
+            if not isinstance(x, Tensor) or x.dim() != 4:
+                raise ValueError(f"{name}: crop {i} must be a (B, C, H, W) tensor, got {_described(x)}")
+            if x.shape[0] != size:
+                raise ValueError(f"{name}: crop {i} holds {x.shape[0]} images, the indexes {size}: "
+                                 "every crop holds one view of each image of the batch")  # fmt: skip
+        for i, x in enumerate(crops):
+            if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+                what = "NaN" if bool(torch.isnan(x).any()) else "Inf"
+                bad = int((~torch.isfinite(x)).sum())
+                raise ValueError(f"{name}: crop {i} holds {what} values ({bad} of {x.numel()}); "
+                                 "drop or repair those images before the step")  # fmt: skip
+
     def step(self, net: nn.Module, batch: Batch, **inputs: Any) -> tuple[Tensor, dict[str, Tensor]]:
-        """One training step outside any framework: prepare, encode every crop, the loss."""
+        """One training step outside any framework: the batch checked, prepare, encode every
+        crop, the loss."""
+        self.check_batch(batch)
         batch, extras = self.prepare(net, batch, **inputs)
         feats = [net.encoder(x) for x in batch[1]]
         return self.loss(net, batch, feats, [net.projector(f) for f in feats], **extras)

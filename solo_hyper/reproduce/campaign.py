@@ -267,6 +267,8 @@ def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no measured throughput at this scale)"
     minutes = seconds / 60
+    if minutes < 10:  # one decimal: two runs of "2 min" each would add up to "3 min" otherwise
+        return f"{minutes:.1f} min"
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 

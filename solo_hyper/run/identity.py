@@ -137,6 +137,20 @@ def strict(value: Any) -> Any:
     return value
 
 
+def float32_value(value: Any) -> float:
+    """A float32 number (a logged metric, a curvature parameter) as the shortest decimal that reads
+    back as the same float32: 67.8, not the 67.79999732971191 its bits spell as a float64. No
+    precision is lost; a float64 tensor keeps its own value."""
+    import numpy as np
+
+    dtype = getattr(value, "dtype", None)
+    number = float(value)
+    if dtype is not None and str(dtype) not in ("torch.float32", "float32", "torch.float16",
+                                                "torch.bfloat16", "float16"):  # fmt: skip
+        return number
+    return float(str(np.float32(number)))
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Written to a temporary file in the same folder, then renamed over ``path``: a reader (or a
     kill) never sees half a file, and a failed write leaves the old file as it was."""

@@ -39,6 +39,7 @@ from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_
 from solo_hyper.run.guards import NonFiniteLossGuard
 from solo_hyper.run.identity import (
     code_version,
+    float32_value,
     write_json_atomic,
 )
 from solo_hyper.run.lock import hold
@@ -171,7 +172,9 @@ def percent_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """Every accuracy in percent: solo's online probe logs percent, its kNN metric a fraction
     (1.0.2) or percent (main, see adapter.KNN_PERCENT)."""
     scale = 1 if getattr(adapter, "KNN_PERCENT", False) else 100
-    return {k: v * scale if k.startswith("val_knn_acc") else v for k, v in metrics.items()}
+    # 12 digits: the float32 value's digits without the product's float64 tail (67.80000000000001)
+    return {k: float(f"{v * scale:.12g}") if k.startswith("val_knn_acc") else v
+            for k, v in metrics.items()}  # fmt: skip
 
 
 def note(message: str) -> None:
@@ -273,7 +276,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         trainer.validate(model, val_loader, verbose=False)
 
     metrics = percent_metrics(
-        {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        {k: float32_value(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     )
     max_steps = cfg.get("max_steps") or -1
     finished = int(trainer.current_epoch) >= int(cfg["max_epochs"]) or (
