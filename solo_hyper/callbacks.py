@@ -21,6 +21,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from solo_hyper.augment import to_float_rgb
+from solo_hyper.losses.infonce import free_memory_bytes
 from solo_hyper.sgld import (
     PROPOSALS,
     STORAGES,
@@ -29,6 +30,7 @@ from solo_hyper.sgld import (
     ReplayBuffer,
     SGLDChains,
     dataset_items,
+    default_capacity,
 )
 from solo_hyper.solo import adapter
 
@@ -80,6 +82,42 @@ def buffer_shape(augmentation: Any) -> tuple[int, int, int]:
     return (int(augmentation.mean.numel()), size, size)
 
 
+MEMORY_SHARE = 0.5  # the buffer may take half the free memory: resuming holds a second copy
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def check_buffer_fits(
+    buffer_size: int | None, shape: tuple[int, ...], storage: torch.device, copies: int = 1
+) -> None:
+    """ValueError naming ``method_kwargs.buffer_size`` (with the size that fits) when ``copies``
+    buffers of ``shape`` chains would take more than half the free memory of ``storage``; run
+    before anything is allocated (by the config check and again where the buffer is built)."""
+    capacity = buffer_size or default_capacity(shape)
+    need = ReplayBuffer.bytes_needed(capacity, shape)
+    free = free_memory_bytes(storage)
+    if free is None or copies * need <= MEMORY_SHARE * free:
+        return
+    on_gpu = storage.type == "cuda"
+    fits = int(MEMORY_SHARE * free / copies / (need / capacity))
+    procs = f" x {copies} processes" if copies > 1 else ""
+    hint = (
+        " or keep it on the GPU with method_kwargs.buffer_device=device"
+        if not on_gpu and torch.cuda.is_available()
+        else ""
+    )
+    size = "x".join(str(s) for s in shape)
+    raise ValueError(
+        f"method_kwargs.buffer_size={capacity}{'' if buffer_size else ' (the default)'} needs "
+        f"{_gib(need)}{procs} for {size} float32 chains, but only {_gib(free)} of "
+        f"{'GPU' if on_gpu else 'host'} memory is available and the buffer may take at most half "
+        "of it (resuming from a checkpoint holds a second copy): lower method_kwargs.buffer_size "
+        f"to at most about {fits}{hint}"
+    )
+
+
 def _world() -> tuple[int, int]:
     """(rank, world size) of the default process group; (0, 1) without one."""
     if dist.is_available() and dist.is_initialized():
@@ -90,8 +128,9 @@ def _world() -> tuple[int, int]:
 class MSGLDReplayBuffer(pl.Callback):
     """EBCLR's replay buffer as a Lightning callback (one buffer per DDP rank).
 
-    capacity: number of stored chains (50,000 in the official code); rho: of a step's n drawn
-    chains, floor(n * rho) positions drawn with replacement restart from q0, as the official
+    capacity: number of stored chains (50,000 in the official code; None: ``default_capacity`` of
+    the crops, 50,000 up to 32 px), checked against the free memory before the buffer is
+    allocated (``check_buffer_fits``); rho: of a step's n drawn chains, floor(n * rho) positions drawn with replacement restart from q0, as the official
     sampler (0.2 CIFAR, 0.6 Fashion-MNIST; ``ReplayBuffer.sample``); proposal: "data" | "uniform";
     storage: "cpu" (as the official code) or "device" (the model's device: no host-device copies,
     at the price of device memory); seed: None takes torch.initial_seed() at the start of training
@@ -109,7 +148,7 @@ class MSGLDReplayBuffer(pl.Callback):
 
     def __init__(
         self,
-        capacity: int,
+        capacity: int | None,
         rho: float,
         proposal: str = "data",
         storage: str = "cpu",
@@ -117,8 +156,10 @@ class MSGLDReplayBuffer(pl.Callback):
         init_count: float = 5.0,
         chunk_size: int = 256,
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
+        ):
+            raise ValueError(f"capacity must be a positive integer or None, got {capacity!r}")
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"rho must be in [0, 1], got {rho!r}")
         if proposal not in PROPOSALS:
@@ -143,7 +184,9 @@ class MSGLDReplayBuffer(pl.Callback):
         base = int(self.seed if self.seed is not None else torch.initial_seed()) % 2**62
         seed = base + _RANK_STRIDE * self.rank
         device = pl_module.device
-        self._start = {"seed": seed, "step": int(trainer.global_step), "device": device}
+        copies = 1 if self.storage == "device" and device.type == "cuda" else trainer.num_devices
+        self._start = {"seed": seed, "step": int(trainer.global_step), "device": device,
+                       "copies": int(copies)}  # fmt: skip
         aug = getattr(pl_module, "device_augmentation", None)
         dataset = _train_dataset(trainer) if self.proposal_kind == "data" or aug is None else None
         if aug is not None:
@@ -193,7 +236,10 @@ class MSGLDReplayBuffer(pl.Callback):
     def _build(self, shape: tuple[int, ...], dataset=None, augment=None) -> None:
         seed, device = self._start["seed"], self._start["device"]
         storage = torch.device("cpu") if self.storage == "cpu" else device
-        self.buffer = ReplayBuffer(self.capacity, shape, storage, seed, self.init_count)
+        check_buffer_fits(self.capacity, shape, storage, self._start["copies"])
+        self.buffer = ReplayBuffer(
+            self.capacity or default_capacity(shape), shape, storage, seed, self.init_count
+        )
         self.proposal = Proposal(self.proposal_kind, shape, device, seed + 1, augment, dataset)
         self.noise_generator = torch.Generator(device=device).manual_seed(seed + 3)
 
@@ -214,10 +260,10 @@ class MSGLDReplayBuffer(pl.Callback):
     def _restore(self, saved_state: dict[str, Any], seed: int, step: int) -> None:
         state = self._own_state(saved_state)
         saved = state["buffer"]
-        if int(saved["capacity"]) != self.capacity or tuple(saved["shape"]) != self.buffer.shape:
+        if int(saved["capacity"]) != self.buffer.capacity or tuple(saved["shape"]) != self.buffer.shape:
             raise ValueError(
                 f"the checkpoint's replay buffer holds {saved['capacity']} chains of shape "
-                f"{tuple(saved['shape'])}, this run asks for {self.capacity} of shape "
+                f"{tuple(saved['shape'])}, this run asks for {self.buffer.capacity} of shape "
                 f"{self.buffer.shape}: resume with method_kwargs.buffer_size={saved['capacity']} "
                 "and the same crop size"
             )
@@ -305,4 +351,4 @@ def _to_cpu(state: Any) -> Any:
     return state
 
 
-__all__ = ["MSGLDReplayBuffer", "buffer_shape"]
+__all__ = ["MSGLDReplayBuffer", "buffer_shape", "check_buffer_fits"]

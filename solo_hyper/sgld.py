@@ -34,6 +34,7 @@ from torch import Tensor
 from torch.utils.data import Dataset, default_collate
 
 __all__ = [
+    "OFFICIAL_CHAINS",
     "PROPOSALS",
     "STORAGES",
     "PrivateRNG",
@@ -41,6 +42,7 @@ __all__ = [
     "ReplayBuffer",
     "SGLDChains",
     "dataset_items",
+    "default_capacity",
     "expected_restart_fraction",
     "msgld",
     "noise_std",
@@ -154,6 +156,20 @@ def _last_write(slots: Tensor) -> Tensor:
     pos = torch.arange(slots.shape[0], device=slots.device)
     last = torch.full((uniq.shape[0],), -1, dtype=pos.dtype, device=slots.device)
     return last.scatter_reduce(0, inverse, pos, reduce="amax")
+
+
+# The official buffer: 50,000 chains of 3x32x32 float32 (CIFAR-10), about 614 MB with its counts
+OFFICIAL_CHAINS = 50_000
+OFFICIAL_CHAIN_SHAPE = (3, 32, 32)
+
+
+def default_capacity(shape: Sequence[int]) -> int:
+    """The buffer size when none is given: the official 50,000 chains for images of up to 32 px,
+    and as many larger chains as fit in the official buffer's memory (a 224-px crop: 1,020), so
+    that the default never asks for more memory than the paper's buffer."""
+    budget = ReplayBuffer.bytes_needed(OFFICIAL_CHAINS, OFFICIAL_CHAIN_SHAPE)
+    per_chain = ReplayBuffer.bytes_needed(1, shape)
+    return max(1, min(OFFICIAL_CHAINS, budget // per_chain))
 
 
 class ReplayBuffer:

@@ -11,53 +11,26 @@ from typing import Any
 import torch
 
 from solo_hyper import objectives
-from solo_hyper.callbacks import MSGLDReplayBuffer
+from solo_hyper.callbacks import MSGLDReplayBuffer, check_buffer_fits
 from solo_hyper.config import crop_entries, training_processes
-from solo_hyper.losses.infonce import free_memory_bytes
-from solo_hyper.sgld import ReplayBuffer
 from solo_hyper.solo.common import PluginMethod
-
-MEMORY_SHARE = 0.5  # the buffer may take half the free memory: resuming holds a second copy
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 def check_buffer_memory(cfg: dict) -> None:
-    """The replay buffer fits (it is full from the first step; the crop size is the first crop
-    entry's): ValueError with the buffer size that fits."""
+    """The replay buffer of a config fits (the crop size is the first crop entry's): the check
+    the callback runs again where the buffer is built, here before any work."""
     kw = cfg["method_kwargs"]
     if not cfg.get("augmentations"):
         return
     crop = int(crop_entries(cfg)[0]["crop_size"])
-    channels = len(cfg["data"].get("mean") or (0, 0, 0))
-    need = ReplayBuffer.bytes_needed(kw["buffer_size"], (channels, crop, crop))
+    shape = (len(cfg["data"].get("mean") or (0, 0, 0)), crop, crop)
     on_gpu = (
         kw["buffer_device"] == "device"
         and cfg.get("accelerator") in ("gpu", "cuda", "auto")
         and torch.cuda.is_available()
     )
     copies = 1 if on_gpu else training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
-    free = free_memory_bytes(torch.device("cuda" if on_gpu else "cpu"))
-    if free is None:
-        return
-    if copies * need > MEMORY_SHARE * free:
-        where = "GPU" if on_gpu else "host"
-        fits = int(MEMORY_SHARE * free / copies / (need / kw["buffer_size"]))
-        procs = f" x {copies} processes" if copies > 1 else ""
-        hint = (
-            " or keep it on the GPU with method_kwargs.buffer_device=device"
-            if not on_gpu and torch.cuda.is_available()
-            else ""
-        )
-        raise ValueError(
-            f"method_kwargs.buffer_size={kw['buffer_size']} needs {_gib(need)}{procs} for "
-            f"{channels}x{crop}x{crop} float32 chains, but only {_gib(free)} of {where} memory "
-            f"is available and the buffer may take at most half of it (resuming from a "
-            f"checkpoint holds a second copy): lower method_kwargs.buffer_size to at most "
-            f"about {fits}{hint}"
-        )
+    check_buffer_fits(kw["buffer_size"], shape, torch.device("cuda" if on_gpu else "cpu"), copies)
 
 
 def replay_buffer_callbacks(args: objectives.EBCLRArgs) -> list:

@@ -37,7 +37,15 @@ from solo_hyper.objectives.base import (
     is_int,
     is_number,
 )
-from solo_hyper.sgld import PROPOSALS, STORAGES, ReplayBuffer, SGLDChains, msgld, pixels_to_chain
+from solo_hyper.sgld import (
+    PROPOSALS,
+    STORAGES,
+    ReplayBuffer,
+    SGLDChains,
+    default_capacity,
+    msgld,
+    pixels_to_chain,
+)
 
 ACTIVATIONS = {"relu": nn.ReLU, "lrelu": lambda: nn.LeakyReLU(0.2)}
 NUMBER_ARGS = (
@@ -64,15 +72,19 @@ class EBCLRArgs(SpaceArgs):
     noise_decay_K: float = 3.0  # K of the multi-stage noise schedule (Eq. 22)
     rho: float = 0.2  # floor(B rho) restarts drawn with replacement (0.2 CIFAR, 0.6 FMNIST)
     proposal: str = "data"  # q0: data (augmented images) | uniform (ablation, Fig. 4b)
-    buffer_size: int = 50000
+    # None: the official 50,000 chains for images of up to 32 px, fewer for larger images (as many
+    # as fit in the official buffer's 614 MB: sgld.default_capacity)
+    buffer_size: int | None = None
     buffer_device: str = "cpu"  # cpu | device (the model's device)
     buffer_init_count: float = 5.0  # kappa of the initial buffer (official 5: sigma_min at once)
     buffer_seed: int | None = None  # None: the run's seed; each DDP rank adds its own offset
     sgld_eval_mode: bool = False  # True: BatchNorm uses running statistics inside SGLD
 
     def check(self) -> None:
-        for key in ("proj_hidden_dim", "proj_output_dim", "buffer_size"):
+        for key in ("proj_hidden_dim", "proj_output_dim"):
             check_int(key, getattr(self, key), 1)
+        if self.buffer_size is not None:
+            check_int("buffer_size", self.buffer_size, 1)
         for key in NUMBER_ARGS:
             if not is_number(getattr(self, key)):
                 raise ValueError(f"{key} must be a number, got {getattr(self, key)!r}")
@@ -238,7 +250,8 @@ class ReplayChains:
         seed: int = 0, fresh: Callable[[int], Tensor] | None = None,
     ) -> None:  # fmt: skip
         self.rho, self.device = args.rho, torch.device(device)
-        self.buffer = ReplayBuffer(args.buffer_size, shape, device, seed, args.buffer_init_count)
+        capacity = args.buffer_size or default_capacity(shape)
+        self.buffer = ReplayBuffer(capacity, shape, device, seed, args.buffer_init_count)
         self.generator = torch.Generator(device=self.device).manual_seed(seed + 1)
         self.fresh = fresh or (
             lambda n: pixels_to_chain(

@@ -313,10 +313,23 @@ class ObjectiveMethodMixin:
     """
 
     BACKBONE_ATTR = "backbone"  # solo 1.0.2: "encoder"
+    METHOD: str | None = None  # the method's name, set by each method's class (method_classes)
     method: str
     plugin: PluginMethod
     args: ObjectiveArgs
     objective: Objective
+
+    @classmethod
+    def method_name(cls, given: str | None = None) -> str:
+        """The method this class builds (``METHOD``); a launcher's ``method`` must agree."""
+        if cls.METHOD is None:
+            raise TypeError(
+                f"{cls.__name__} is the base of this plugin's methods: build one of "
+                f"solo.methods.METHODS[name] for name in {sorted(PLUGIN_METHODS)}"
+            )
+        if given is not None and str(given) != cls.METHOD:
+            raise ValueError(f"{cls.__name__} builds method {cls.METHOD!r}, got method={given!r}")
+        return cls.METHOD
 
     def build(self, name: str, args: ObjectiveArgs) -> None:
         """The objective of method ``name`` on ``args`` (``objective_args``, checked before solo's

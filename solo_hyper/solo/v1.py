@@ -17,6 +17,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+import yaml
 from solo.methods import METHODS
 from solo.methods.base import BaseMethod
 from solo.methods.linear import LinearModel
@@ -106,18 +107,20 @@ class PluginBase(common.PluginMixin, BaseMethod):
 
 
 class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
-    """This plugin's methods under solo-learn 1.0.2: any objective (``method`` names it, as
-    solo's launcher passes it), built from 1.0.2's flat keyword arguments; its ``method_kwargs``
-    come as keyword arguments too (absent ones take the objective's defaults)."""
+    """This plugin's methods under solo-learn 1.0.2, built from 1.0.2's flat keyword arguments as
+    solo's launcher and tests build theirs (``METHODS[name](**kwargs)``): one subclass per method
+    names its objective (``METHOD``); its ``method_kwargs`` come as keyword arguments too (absent
+    ones take the objective's defaults). ``method``, which solo's launcher passes, must agree."""
 
     BACKBONE_ATTR = "encoder"
 
-    def __init__(self, *, method: str, **kwargs: Any) -> None:
-        defaults = common.plugin_method(method).objective.Args.defaults()
-        given = {name: kwargs.pop(name, default) for name, default in defaults.items()}
-        args = common.objective_args(method, given)  # a clear error before any work
+    def __init__(self, *, method: str | None = None, **kwargs: Any) -> None:
+        name = self.method_name(method)
+        defaults = common.plugin_method(name).objective.Args.defaults()
+        given = {key: kwargs.pop(key, default) for key, default in defaults.items()}
+        args = common.objective_args(name, given)  # a clear error before any work
         super().__init__(**kwargs)
-        self.build(method, args)
+        self.build(name, args)
 
     @classmethod
     def add_model_specific_args(cls, parent_parser: argparse.ArgumentParser):
@@ -129,9 +132,9 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         kinds: dict[str, type] = {}
         for spec in common.PLUGIN_METHODS.values():
             for name, default in spec.objective.Args.defaults().items():
-                kinds.setdefault(name, type(default) if default is not None else str)
+                kinds.setdefault(name, type(default) if default is not None else None)
         for name, kind in sorted(kinds.items()):
-            parse = _str2bool if kind is bool else kind
+            parse = {bool: _str2bool, None: yaml.safe_load}.get(kind, kind)  # None: int, null...
             group.add_argument(f"--{name}", type=parse, default=argparse.SUPPRESS)
         return parent_parser
 
@@ -165,7 +168,7 @@ def method_info(name: str) -> common.MethodInfo:
     """What the entry validates method ``name``'s config with (its class, ``method_kwargs``
     defaults, checks and crops)."""
     if name in common.PLUGIN_METHODS:
-        return common.plugin_method_info(name, ObjectiveMethod)
+        return common.plugin_method_info(name, METHODS[name])
     cls = plugin_class(METHODS[name])
     return common.baseline_method_info(cls, _baseline_arg_defaults(cls))
 

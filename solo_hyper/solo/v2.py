@@ -247,13 +247,15 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
 
 
 class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
-    """This plugin's methods under solo main: any objective (``cfg.method`` names it), built
-    from solo main's OmegaConf cfg, whose ``method_kwargs`` solo's base constructor completes and
-    checks first (``add_and_assert_specific_cfg``, also run by solo's launchers)."""
+    """This plugin's methods under solo main, built from solo main's OmegaConf cfg as solo's
+    launcher and tests build theirs (``METHODS[name](cfg)``): one subclass per method names its
+    objective (``METHOD``; ``cfg.method``, which solo's launcher sets, must agree); solo's base
+    constructor completes and checks ``method_kwargs`` first (``add_and_assert_specific_cfg``,
+    also run by solo's launchers)."""
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)  # runs add_and_assert_specific_cfg first: the arguments are checked
-        name = str(self.cfg.method)
+        name = self.method_name(omegaconf_select(self.cfg, "method", None))
         self.build(name, common.objective_args(name, plain(self.cfg.method_kwargs)))
 
     @classmethod
@@ -262,7 +264,7 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         checks them and the crops (ValueError) before the backbone is built."""
         cfg = BaseMethod.add_and_assert_specific_cfg(cfg)
         cfg = add_plugin_cfg(cfg)
-        name = str(cfg.method)
+        name = cls.method_name(omegaconf_select(cfg, "method", None))
         info = common.plugin_method_info(name, cls)
         cfg.method_kwargs = {**info.defaults, **(plain(cfg.method_kwargs) or {})}
         info.check_args(plain(cfg.method_kwargs))
@@ -302,7 +304,7 @@ def method_info(name: str) -> common.MethodInfo:
     their arguments (the objective's dataclass), solo's bundled methods have theirs in the
     explicit table of ``solo_hyper.solo.baselines`` (solo's published values)."""
     if name in common.PLUGIN_METHODS:
-        return common.plugin_method_info(name, ObjectiveMethod)
+        return common.plugin_method_info(name, METHODS[name])
     cls = plugin_class(METHODS[name])
     table = baseline_defaults_for(cls, "v2")
     if table is None:

@@ -11,12 +11,14 @@ import torch
 import yaml
 from conftest import SoloCrops, assert_model_follows_config, fake_loaders, tiny_config
 
+import solo_hyper.callbacks as callbacks_module
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.augment import to_float_rgb
 from solo_hyper.callbacks import MSGLDReplayBuffer
 from solo_hyper.config import ConfigError
 from solo_hyper.losses.ebclr import ebclr_log_density
 from solo_hyper.run.train import prepare, pretrain
+from solo_hyper.sgld import ReplayBuffer, default_capacity
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -47,7 +49,7 @@ def quiet_trainer(**kwargs) -> pl.Trainer:
 
 def start(callback: MSGLDReplayBuffer, model: adapter.ObjectiveMethod, loader) -> None:
     """The callback's on_train_start outside a Trainer (rank 0, step 0)."""
-    trainer = SimpleNamespace(global_rank=0, global_step=0, train_dataloader=loader)
+    trainer = SimpleNamespace(global_rank=0, global_step=0, num_devices=1, train_dataloader=loader)
     callback.on_train_start(trainer, model)
 
 
@@ -117,7 +119,7 @@ def assert_same_state(a: dict, b: dict) -> None:
 def test_registered_and_forward_keys_with_the_reference_projector():
     from solo.methods import METHODS
 
-    assert METHODS["ebclr"] is adapter.ObjectiveMethod
+    assert issubclass(METHODS["ebclr"], adapter.ObjectiveMethod) and METHODS["ebclr"].METHOD == "ebclr"
     model = build()
     out = model(torch.randn(4, 3, 28, 28))
     assert {"logits", "feats", "z"} <= set(out)
@@ -336,7 +338,7 @@ def test_on_solos_pipeline_each_rank_fills_its_own_buffer():
     buffers = []
     for rank in (0, 1):
         cb = MSGLDReplayBuffer(16, rho=0.5, seed=2)
-        trainer = SimpleNamespace(global_rank=rank, global_step=0, train_dataloader=train)
+        trainer = SimpleNamespace(global_rank=rank, global_step=0, num_devices=1, train_dataloader=train)
         cb.on_train_start(trainer, model)
         buffers.append(cb.buffer)
     assert all(b.initialized and torch.all(b.counts == 5.0) for b in buffers)
@@ -563,7 +565,7 @@ def test_another_rank_restores_the_chains_with_its_own_random_streams():
     rank1 = MSGLDReplayBuffer(32, rho=0.5, seed=2)
     rank1.load_state_dict(saved)
     rank1.on_train_start(
-        SimpleNamespace(global_rank=1, global_step=5, train_dataloader=loader), model
+        SimpleNamespace(global_rank=1, global_step=5, num_devices=1, train_dataloader=loader), model
     )
     assert torch.equal(rank1.buffer.samples, cb.buffer.samples)
     assert not torch.equal(rank1.buffer.generator.get_state(), cb.buffer.generator.get_state())
@@ -700,3 +702,31 @@ def test_batch_study_pairs_ebclr_and_simclr_at_16_64_128(folder):
         assert e["augmentations"][0]["rrc"] == s["augmentations"][0]["rrc"]
         ebclr_kwargs.append(e["method_kwargs"])
     assert ebclr_kwargs[0] == ebclr_kwargs[1] == ebclr_kwargs[2]
+
+
+def test_the_default_buffer_is_the_official_one_up_to_32_px_and_its_memory_beyond():
+    official = ReplayBuffer.bytes_needed(50_000, (3, 32, 32))
+    assert default_capacity((3, 32, 32)) == default_capacity((1, 28, 28)) == 50_000
+    assert default_capacity((3, 224, 224)) == 1020  # about 614 MB, as the official buffer
+    for shape in ((3, 96, 96), (3, 224, 224), (3, 512, 512)):
+        n = default_capacity(shape)
+        assert ReplayBuffer.bytes_needed(n, shape) <= official < ReplayBuffer.bytes_needed(n + 1, shape)
+
+
+def test_a_buffer_that_cannot_fit_is_refused_where_it_is_built_before_any_allocation(monkeypatch):
+    """Built outside ``prepare`` (solo's launchers and tests, a user's Trainer): the callback
+    checks before it allocates, naming method_kwargs.buffer_size."""
+    model = solo_pipeline_model()
+    train, _, _ = solo_loaders(model)
+    allocated = []
+
+    class Spy(ReplayBuffer):
+        def __init__(self, *args, **kwargs):
+            allocated.append(args)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(callbacks_module, "ReplayBuffer", Spy)
+    cb = MSGLDReplayBuffer(10**10, rho=0.5, seed=0)
+    with pytest.raises(ValueError, match=r"method_kwargs.buffer_size=10000000000 needs .* GiB"):
+        start(cb, model, train)
+    assert not allocated

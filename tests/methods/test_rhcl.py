@@ -285,7 +285,7 @@ def test_bad_attack_arguments_are_rejected_before_any_work(kwargs, message):
 
 
 def test_bad_attack_arguments_are_rejected_by_the_class_too():
-    method = adapter.ObjectiveMethod
+    method = adapter.registered_methods()["rhcl"]
     with pytest.raises(ValueError, match="eps must be a number >= 0"):
         if adapter.API.startswith("solo-learn main"):  # checked by solo main's config hook
             from omegaconf import OmegaConf
@@ -297,7 +297,7 @@ def test_bad_attack_arguments_are_rejected_by_the_class_too():
             cfg["method_kwargs"]["eps"] = -1.0
             method.add_and_assert_specific_cfg(OmegaConf.create(cfg))
         else:
-            method(method="rhcl", eps=-1.0)
+            method(eps=-1.0)
 
 
 def test_rhcl_needs_exactly_two_crops():
@@ -356,7 +356,7 @@ def test_crops_of_custom_data_without_statistics_are_an_error_before_training():
             adapter.plugin_class(adapter.registered_methods()["rhcl"])(OmegaConf.create(solo_cfg))
         return
     with pytest.raises(ConfigError, match="cannot de-normalise the crops of custom data.*--mean"):
-        adapter.ObjectiveMethod(
-            method="rhcl", encoder="resnet18", num_classes=10, dataset="custom", backbone_name="small_cnn",
+        adapter.registered_methods()["rhcl"](
+            encoder="resnet18", num_classes=10, dataset="custom", backbone_name="small_cnn",
             backbone_kwargs={"width": 8}, **HEAD,
         )  # fmt: skip

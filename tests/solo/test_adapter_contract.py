@@ -89,7 +89,7 @@ def test_method_info_of_a_plugin_method_is_its_objectives_declaration():
 
     for name, objective in objectives.OBJECTIVES.items():
         info = adapter.method_info(name)
-        assert info.cls is adapter.ObjectiveMethod
+        assert info.cls is adapter.registered_methods()[name] and info.cls.METHOD == name
         assert info.defaults == objective.Args.defaults()
         assert info.required_crops == objective.required_crops
     with pytest.raises(ValueError, match="temperature must be > 0"):

@@ -31,7 +31,7 @@ DATASETS = {"cifar": "cifar10"}  # the bash files' folder -> what $1 stands for 
 
 @pytest.fixture(scope="module")
 def solo_102(tmp_path_factory) -> Path:
-    return unpack("1.0.2", tmp_path_factory.mktemp("solo-102"))
+    return unpack("1.0.2-tag", tmp_path_factory.mktemp("solo-102"))
 
 
 def bash_flags(script: Path, dataset: str) -> list[str]:

@@ -19,7 +19,8 @@ def test_import_registers_the_methods():
     from solo_hyper.solo.common import PLUGIN_METHODS
 
     for name in ("hcl", "shcl", "rhcl", "rocl", "ebclr"):
-        assert METHODS[name] is adapter.ObjectiveMethod, name
+        assert issubclass(METHODS[name], adapter.ObjectiveMethod), name
+        assert METHODS[name].METHOD == name and METHODS[name] is solo_hyper.methods.CLASSES[name]
         assert PLUGIN_METHODS[name].objective is objectives.OBJECTIVES[name]
     assert "simclr" in METHODS and "supcon" in METHODS
 
