@@ -18,7 +18,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TARBALLS = {
     "1.0.2": "solo-learn-1.0.2-pypi.tar.gz",  # the published 1.0.2 (vendor README)
-    "1.0.2-tag": "solo-learn-1.0.2.tar.gz",  # GitHub's tag 1.0.2, older: bash files still read it
     "main": "solo-learn-main-*.tar.gz",
 }
 

@@ -1,4 +1,4 @@
-"""solo-learn 1.0.2's launcher flags (``bash_files/pretrain/*/*.sh``) as this plugin's config keys.
+"""solo-learn 1.0.2's launcher flags (the PyPI release's ``bash_files/pretrain/*/*.sh``) as this plugin's config keys.
 
 solo 1.0.2's ``main_pretrain.py`` cannot run on Lightning 1.9, the only Lightning that runs on
 torch 2 for 1.0.2 (it imports ``DDPPlugin`` and passes ``checkpoint_callback``), so its users
@@ -54,6 +54,7 @@ FLAG_KEYS: dict[str, str] = {
     "max_scale": "augmentations.0.rrc.crop_max_scale",
     "crop_size": "augmentations.0.crop_size",
     "num_crops": "augmentations.0.num_crops",
+    "num_crops_per_aug": "augmentations.0.num_crops",  # one count per crop pipeline
 }
 # store_true switches -> (key, value)
 SWITCHES: dict[str, tuple[str, object]] = {
@@ -64,6 +65,7 @@ SWITCHES: dict[str, tuple[str, object]] = {
     "offline": ("wandb.offline", True),
     "save_checkpoint": ("checkpoint.enabled", True),
     "knn_eval": ("knn_eval.enabled", True),
+    "auto_resume": ("auto_resume.enabled", True),
     "zero_init_residual": ("backbone.kwargs.zero_init_residual", True),
 }
 # flags that name where 1.0.2 runs, composed into paths / devices below
@@ -129,14 +131,22 @@ CROP_PREFIX = "augmentations.0."
 
 
 def _asymmetric_crops(flags: dict[str, list[str]]) -> str | None:
-    """1.0.2's per-pipeline values (``--solarization_prob 0.0 0.2``: one value per crop of a
-    pair) as one crop entry per pipeline, each making one crop: an ``augmentations=[...]``
-    override (keys not given take this plugin's crop defaults). None when all agree."""
-    crop_flags = {f: v for f, v in flags.items() if FLAG_KEYS.get(f, "").startswith(CROP_PREFIX)}
-    pipelines = max((len(v) for v in crop_flags.values()), default=1)
+    """1.0.2's per-pipeline values (``--solarization_prob 0.0 0.2 --num_crops_per_aug 1 1``: one
+    value per crop pipeline) as one crop entry per pipeline, each making its
+    ``num_crops_per_aug`` crops (default 1): an ``augmentations=[...]`` override (keys not given
+    take this plugin's crop defaults). None when all pipelines agree (one entry makes them all)."""
+    counts = [int(v) for v in flags.get("num_crops_per_aug", [])]
+    crop_flags = {
+        f: v
+        for f, v in flags.items()
+        if FLAG_KEYS.get(f, "").startswith(CROP_PREFIX) and f not in ("num_crops", "num_crops_per_aug")
+    }
+    pipelines = max((len(v) for v in [*crop_flags.values(), counts]), default=1)
     if pipelines < 2 or all(len(set(v)) == 1 for v in crop_flags.values()):
         return None
-    entries: list[dict] = [{"num_crops": 1} for _ in range(pipelines)]
+    if counts and len(counts) != pipelines:
+        raise ConfigError(f"--num_crops_per_aug: give {pipelines} values (one per crop pipeline)")
+    entries: list[dict] = [{"num_crops": counts[i] if counts else 1} for i in range(pipelines)]
     for flag, values in crop_flags.items():
         if len(values) not in (1, pipelines):
             raise ConfigError(f"--{flag}: give 1 or {pipelines} values (one per crop pipeline)")
@@ -162,6 +172,8 @@ def to_overrides(argv: list[str]) -> list[str]:
         if flag in SWITCHES:
             key, value = SWITCHES[flag]
             out.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+        elif flag == "num_crops_per_aug":  # pipelines that agree: one entry makes every crop
+            out.append(f"{FLAG_KEYS[flag]}={sum(int(v) for v in values)}")
         elif flag in FLAG_KEYS:
             out.append(f"{FLAG_KEYS[flag]}={_one(flag, values)}")
         elif not values:  # a method's boolean switch, e.g. --supervised

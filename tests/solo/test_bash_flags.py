@@ -1,5 +1,5 @@
 """solo-learn 1.0.2's launcher flags accepted by ``python -m solo_hyper pretrain``: a table test
-over the vendored 1.0.2 ``bash_files/pretrain/*/*.sh`` of the methods registered here (solo's
+over the vendored PyPI 1.0.2's ``bash_files/pretrain/*/*.sh`` of the methods registered here (solo's
 baselines), and the mapping's own rules."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ DATASETS = {"cifar": "cifar10"}  # the bash files' folder -> what $1 stands for 
 
 @pytest.fixture(scope="module")
 def solo_102(tmp_path_factory) -> Path:
-    return unpack("1.0.2-tag", tmp_path_factory.mktemp("solo-102"))
+    return unpack("1.0.2", tmp_path_factory.mktemp("solo-102"))
 
 
 def bash_flags(script: Path, dataset: str) -> list[str]:
@@ -78,7 +78,9 @@ def test_every_shared_bash_file_becomes_a_valid_config(solo_102):
             if flag not in FLAG_KEYS and len(values) > 1:  # nargs="+": a list
                 assert cfg["method_kwargs"][flag] == [yaml.safe_load(v) for v in values], flag
                 continue
-            if flag in FLAG_KEYS and FLAG_KEYS[flag].startswith("augmentations.") and asymmetric:
+            if flag == "num_crops_per_aug" and not asymmetric:  # one entry makes every crop
+                assert cfg["augmentations"][0]["num_crops"] == sum(map(int, values)), script.name
+            elif flag in FLAG_KEYS and FLAG_KEYS[flag].startswith("augmentations.") and asymmetric:
                 for i, value in enumerate(values):  # one entry per crop pipeline
                     node = cfg["augmentations"][i]
                     for part in FLAG_KEYS[flag].split(".")[2:]:
@@ -140,3 +142,19 @@ def test_the_pretrain_command_takes_the_flags(capsys):
 def test_run_solo_refuses_102s_launcher_with_the_command_to_use(solo_102):
     with pytest.raises(ConfigError, match="1.0.2 launcher.*solo_hyper pretrain"):
         run_solo(str(solo_102 / "main_pretrain.py"), [])
+
+
+def test_num_crops_per_aug_gives_each_pipeline_its_crops():
+    """PyPI 1.0.2's ``--num_crops_per_aug``: pipelines that agree fold into one entry making all
+    the crops; pipelines that differ get one entry each with its own count."""
+    assert to_overrides(["--num_crops_per_aug", "2", "--auto_resume"]) == [
+        "augmentations.0.num_crops=2", "auto_resume.enabled=true",
+    ]  # fmt: skip
+    assert to_overrides(["--num_crops_per_aug", "1", "1", "--hue", "0.1"]) == [
+        "augmentations.0.num_crops=2", "augmentations.0.color_jitter.hue=0.1",
+    ]  # fmt: skip
+    (crops,) = to_overrides(["--num_crops_per_aug", "2", "1", "--solarization_prob", "0.0", "0.2"])
+    entries = yaml.safe_load(crops.split("=", 1)[1])
+    assert [(e["num_crops"], e["solarization"]["prob"]) for e in entries] == [(2, 0.0), (1, 0.2)]
+    with pytest.raises(ConfigError, match="num_crops_per_aug: give 3 values"):
+        to_overrides(["--num_crops_per_aug", "1", "1", "--gaussian_prob", "0.0", "0.1", "0.2"])
