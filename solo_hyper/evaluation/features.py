@@ -3,20 +3,31 @@
 Every offline evaluation (kNN, linear probe on precomputed features, hierarchy metrics, the
 Poincare-disk picture) reads images through the run's own evaluation view (resize + centre crop
 + the dataset's normalisation, as solo-learn's validation transform) and never augments them.
+``run_embeddings`` computes a checkpoint's train and test embeddings once (inference mode, large
+batches) and caches them beside the checkpoint (``features-<dataset>[-<train>x<test>].pt``, keyed
+on the checkpoint's name and mtime and the evaluation's data settings), so that every evaluation
+of the run (protocol, kNN command, linear command, controls) shares one pass over the images.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.data import InMemoryImages, _batch_is_ready, build_datasets
+from solo_hyper.evaluation.progress import Progress
 from solo_hyper.geometry import Manifold, make_space, space_from_dict
+from solo_hyper.run.identity import save_torch_atomic
 from solo_hyper.solo.common import SPACE_CHECKPOINT_KEY
+
+FEATURES_VERSION = 1  # bump when embed changes: cached features are then recomputed
+EVAL_BATCH = 1024  # images per forward pass (halved on a CUDA out-of-memory error)
 
 
 @dataclass
@@ -51,7 +62,7 @@ def run_data_config(cfg: dict, overrides: dict | None = None) -> dict:
 
 
 def evaluation_loaders(
-    cfg: dict, data_overrides: dict | None = None, batch_size: int = 512
+    cfg: dict, data_overrides: dict | None = None, batch_size: int = EVAL_BATCH
 ) -> tuple[DataLoader, DataLoader, int]:
     """Un-shuffled loaders over the dataset's training and test splits (``run_data_config``)."""
     data = run_data_config(cfg, data_overrides)
@@ -77,27 +88,98 @@ def model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-@torch.no_grad()
+def _forward(model, images: torch.Tensor, size: list[int]) -> list[dict]:
+    """The model's outputs for ``images`` in parts of ``size[0]`` rows; on a CUDA
+    out-of-memory error the part size is halved (and stays halved for later batches)."""
+    while True:
+        try:
+            return [model(part) for part in images.split(size[0])]
+        except torch.cuda.OutOfMemoryError:
+            if size[0] == 1:
+                raise
+            torch.cuda.empty_cache()
+            size[0] //= 2
+
+
 def embed(model, cfg: dict, loader: DataLoader, with_z: bool = True) -> Embeddings:
-    """Backbone features (and projector outputs) of every image of ``loader``, on the CPU."""
+    """Backbone features (and projector outputs) of every image of ``loader``, on the CPU.
+
+    In inference mode; the results are concatenated once, after the loop (ordinary tensors,
+    usable by autograd later: the sgd probe trains on them)."""
     device = model_device(model)
     view = evaluation_view(model, cfg).to(device)
     was_training = model.training
     model.eval()
     feats, zs, targets = [], [], []
+    size = [EVAL_BATCH]
     try:
-        for batch in loader:
-            images, y = batch[-2], batch[-1]
-            out = model(view.evaluation_view(images.to(device)))
-            feats.append(out["feats"].float().cpu())
-            if with_z and out.get("z") is not None:
-                zs.append(out["z"].float().cpu())
-            targets.append(torch.as_tensor(y).cpu())
+        with torch.inference_mode():
+            for batch in loader:
+                images, y = batch[-2], batch[-1]
+                for out in _forward(model, view.evaluation_view(images.to(device)), size):
+                    feats.append(out["feats"].float().cpu())
+                    if with_z and out.get("z") is not None:
+                        zs.append(out["z"].float().cpu())
+                targets.append(torch.as_tensor(y).cpu())
     finally:
         model.train(was_training)
     if not feats:
         raise ValueError("embed: the loader yielded no images")
     return Embeddings(torch.cat(feats), torch.cat(zs) if zs else None, torch.cat(targets).long())
+
+
+def features_cache(checkpoint: Path, data: dict) -> Path:
+    """``features-<dataset>[-<train>x<test>].pt`` beside the checkpoint (sizes: the subsets)."""
+    subsets = (data.get("train_subset"), data.get("val_subset"))
+    sizes = "" if subsets == (None, None) else "-" + "x".join(str(n or "all") for n in subsets)
+    return checkpoint.parent / f"features-{data['dataset']}{sizes}.pt"
+
+
+def _read_cache(path: Path, key: dict) -> tuple[Embeddings, Embeddings] | None:
+    if not path.is_file():
+        return None
+    try:
+        cached = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # an unreadable cache is recomputed (and rewritten)
+        return None
+    if not isinstance(cached, dict) or cached.get("key") != key:
+        return None
+    return Embeddings(**cached["train"]), Embeddings(**cached["test"])
+
+
+def run_embeddings(
+    model,
+    cfg: dict,
+    checkpoint: str | Path,
+    data_overrides: dict | None = None,
+    batch_size: int = EVAL_BATCH,
+    progress: bool = False,
+    report: Callable[[str], None] | None = None,
+) -> tuple[Embeddings, Embeddings]:
+    """(train, test) embeddings of ``model``, the run of ``checkpoint``, on the evaluation sets
+    (``run_data_config``): read from the cache beside the checkpoint when its checkpoint name,
+    mtime and data settings match, else computed once and cached (written atomically)."""
+    checkpoint = Path(checkpoint)
+    data = run_data_config(cfg, data_overrides)
+    key = {
+        "version": FEATURES_VERSION,
+        "checkpoint": checkpoint.name,
+        "checkpoint_mtime": checkpoint.stat().st_mtime,
+        "data": data,
+    }
+    path = features_cache(checkpoint, data)
+    cached = _read_cache(path, key)
+    if cached is not None:
+        if report is not None:
+            report(f"read from {path.name} ({len(cached[0].targets)} / {len(cached[1].targets)})")
+        return cached
+    train_loader, val_loader, _ = evaluation_loaders(cfg, data_overrides, batch_size)
+    train = embed(model, cfg, Progress(train_loader, "features train", progress))
+    test = embed(model, cfg, Progress(val_loader, "features test", progress))
+    save_torch_atomic(path, {"key": key, "train": asdict(train), "test": asdict(test)})
+    if report is not None:
+        report(f"{len(train.targets)} / {len(test.targets)} images embedded, cached in {path.name}")
+    return train, test
 
 
 def embedding_space(model, cfg: dict, checkpoint: dict | None = None) -> Manifold | None:

@@ -14,8 +14,8 @@ the run's checkpoints.
 
 from __future__ import annotations
 
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -23,13 +23,13 @@ import torch
 from solo_hyper.config import ConfigError, resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
+    EVAL_BATCH,
     Embeddings,
-    embed,
-    evaluation_loaders,
     hyperbolic_space,
+    run_embeddings,
 )
 from solo_hyper.evaluation.outputs import set_aside
-from solo_hyper.evaluation.progress import Progress
+from solo_hyper.evaluation.progress import progress_line
 from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.hierarchy import class_mean_norms, sample_delta, to_coarse
 from solo_hyper.metrics.knn import nearest_neighbours, topk_accuracy, vote
@@ -57,6 +57,7 @@ def knn_grid(
     geometry: Manifold | None = None,
     temperature: float = 0.07,
     cells: set[tuple[str, str]] | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per (space, distance, k): fine top-1/top-5 (in %) and coarse top-1 (or None).
 
@@ -82,6 +83,8 @@ def knn_grid(
         for distance in distances:
             if cells is not None and (space, distance) not in cells:
                 continue
+            if report is not None:
+                report(f"{space} {distance}: {len(x_test)} x {len(x_train)} neighbours, k={ks}")
             weights, idx = nearest_neighbours(
                 x_train, x_test, max(ks), distance, temperature,
                 space=geometry if distance not in ("cosine", "euclidean") else None,
@@ -138,6 +141,7 @@ def evaluate_knn(
     seed: int = 0,
     cells: set[tuple[str, str]] | None = None,
     checkpoint: dict | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> dict:
     """kNN grid (``cells``: see :func:`knn_grid`) + hierarchy metrics of precomputed embeddings,
     in the space the run declared (``features.embedding_space``)."""
@@ -145,7 +149,11 @@ def evaluate_knn(
     geometry = hyperbolic_space(model, cfg, checkpoint) if test.z is not None else None
     curvature = float(geometry.curvature) if geometry is not None else None
     coarse_map = coarse_labels(cfg["data"]["dataset"])
-    rows = knn_grid(train, test, ks, num_classes, coarse_map, geometry, temperature, cells)
+    rows = knn_grid(
+        train, test, ks, num_classes, coarse_map, geometry, temperature, cells, report
+    )
+    if report is not None:
+        report(f"delta-hyperbolicity on {delta_points} test points")
     headline = pick(rows, k=DEFAULT_K if DEFAULT_K in check_ks(ks) else max(check_ks(ks)))
     return {
         "curvature": curvature,
@@ -206,7 +214,7 @@ def knn_eval(
     train_subset: int | None = None,
     val_subset: int | None = None,
     device: str = "auto",
-    batch_size: int = 512,
+    batch_size: int = EVAL_BATCH,
     progress: bool = True,
 ) -> dict:
     """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md."""
@@ -223,19 +231,17 @@ def knn_eval(
     model, cfg, ckpt = load_pretrained(checkpoint)
     model.to(dev)
     overrides = {k: v for k, v in (("train_subset", train_subset), ("val_subset", val_subset)) if v}
-    train_loader, val_loader, _ = evaluation_loaders(cfg, overrides, batch_size)
-    train = embed(model, cfg, Progress(train_loader, "embedding train", progress))
-    test = embed(model, cfg, Progress(val_loader, "embedding test", progress))
-    if progress:
-        print(f"[knn] scoring k={list(ks)} on {len(train.targets)} x {len(test.targets)} images, "
-              f"then delta-hyperbolicity on {delta_points} points", file=sys.stderr)  # fmt: skip
+    train, test = run_embeddings(
+        model, cfg, ckpt["_path"], overrides, batch_size, progress,
+        progress_line("features") if progress else None,
+    )  # fmt: skip
     result = {
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
         "checkpoint": ckpt["_path"],
         **evaluate_knn(
             model, cfg, train, test, ks, temperature, delta_points, int(cfg["seed"]),
-            checkpoint=ckpt,
+            checkpoint=ckpt, report=progress_line("knn") if progress else None,
         ),  # fmt: skip
     }
     result["wall_time_s"] = round(time.perf_counter() - start, 2)

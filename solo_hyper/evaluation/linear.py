@@ -21,7 +21,6 @@ checkpoints.
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -48,9 +47,10 @@ from solo_hyper.evaluation.features import (
     evaluation_loaders,
     evaluation_view,
     model_device,
+    run_embeddings,
 )
 from solo_hyper.evaluation.outputs import set_aside
-from solo_hyper.evaluation.progress import Progress
+from solo_hyper.evaluation.progress import Progress, progress_line
 from solo_hyper.metrics import logistic
 from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
@@ -69,6 +69,8 @@ LINEAR_DEFAULTS: dict[str, Any] = {
     # protocol logistic: the converged probe
     "logistic": {
         "c_grid": list(logistic.DEFAULT_C_GRID),  # inverse L2 strengths (scikit-learn's C)
+        # when the held-out choice is the grid's largest C, the grid grows tenfold up to c_max
+        "c_max": logistic.DEFAULT_C_MAX,
         "holdout": logistic.DEFAULT_HOLDOUT,  # fraction of the training split that picks C
         "max_iter": logistic.DEFAULT_MAX_ITER,
         "tolerance": logistic.DEFAULT_TOLERANCE,  # largest gradient entry at convergence
@@ -178,6 +180,12 @@ def check_logistic_values(section: dict) -> None:
         or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0 for c in grid)
     ):  # fmt: skip
         raise ConfigError(f"logistic.c_grid must be a non-empty list of numbers > 0, got {grid!r}")
+    c_max = section["c_max"]
+    if isinstance(c_max, bool) or not isinstance(c_max, (int, float)) or not c_max > 0:
+        raise ConfigError(
+            f"logistic.c_max must be a number > 0 (the grid grows up to it; set it to the "
+            f"grid's largest C for a fixed grid), got {c_max!r}"
+        )
     holdout = section["holdout"]
     if isinstance(holdout, bool) or not isinstance(holdout, (int, float)) or not 0 < holdout < 1:
         raise ConfigError(f"logistic.holdout must be a fraction in (0, 1), got {holdout!r}")
@@ -280,13 +288,19 @@ def _trainer(lcfg: dict, log_dir: Path | None, quiet: bool, device: torch.device
 
 
 def frozen_features(
-    model, cfg: dict, lcfg: dict, quiet: bool
+    model, cfg: dict, lcfg: dict, quiet: bool, checkpoint: str | None = None
 ) -> tuple[Embeddings, Embeddings]:
-    """Backbone features of the un-augmented training and test splits."""
+    """Backbone features of the un-augmented training and test splits (through the cache beside
+    ``checkpoint`` when it is given)."""
+    if checkpoint is not None:
+        return run_embeddings(
+            model, cfg, checkpoint, lcfg["data"], progress=not quiet,
+            report=None if quiet else progress_line("features"),
+        )  # fmt: skip
     train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
     return (
-        embed(model, cfg, Progress(train_loader, "embedding train", not quiet), False),
-        embed(model, cfg, Progress(val_loader, "embedding test", not quiet), False),
+        embed(model, cfg, Progress(train_loader, "features train", not quiet), False),
+        embed(model, cfg, Progress(val_loader, "features test", not quiet), False),
     )
 
 
@@ -314,15 +328,13 @@ def logistic_probe(
     start = time.perf_counter()
     train, test = embeddings if embeddings is not None else frozen_features(model, cfg, lcfg, quiet)
     section = lcfg["logistic"]
-    if not quiet:
-        print(f"linear: logistic regression on {len(train.targets)} training features "
-              f"(C from {section['c_grid']})", file=sys.stderr, flush=True)  # fmt: skip
     device = model_device(model)
     fit = logistic.logistic_probe(
         train.feats.to(device), train.targets.to(device), test.feats.to(device),
         test.targets.to(device), c_grid=section["c_grid"], holdout=float(section["holdout"]),
         max_iter=int(section["max_iter"]), tolerance=float(section["tolerance"]),
-        seed=int(lcfg["seed"]),
+        seed=int(lcfg["seed"]), c_max=float(section["c_max"]),
+        report=None if quiet else progress_line("linear probe"),
     )  # fmt: skip
     return {
         "linear_acc1": fit.acc1,
@@ -332,6 +344,7 @@ def logistic_probe(
         "linear_c": fit.c,
         "linear_holdout_acc1": {str(c): acc for c, acc in fit.holdout_acc1.items()},
         "linear_iterations": fit.iterations,
+        "linear_path_iterations": fit.path_iterations,
         "linear_converged": fit.converged,
         "linear_epochs": None,
         "linear_features": "precomputed",
@@ -439,12 +452,15 @@ def linear_eval(
     lcfg = load_linear_config(path, overrides)
     model.to(dev)
     run_dir = Path(ckpt["_path"]).parent
+    embeddings = None
+    if lcfg["protocol"] == "logistic" or lcfg["features"] == "precomputed":
+        embeddings = frozen_features(model, cfg, lcfg, quiet, ckpt["_path"])
     result = {
         "run": cfg.get("name") or cfg["method"],
         "method": cfg["method"],
         "checkpoint": ckpt["_path"],
         "config": str(path) if path else None,
-        **linear_probe(model, cfg, lcfg, log_dir=run_dir, quiet=quiet),
+        **linear_probe(model, cfg, lcfg, embeddings, log_dir=run_dir, quiet=quiet),
         "linear_config": lcfg,
     }
     set_aside([run_dir / "linear.json", run_dir / "linear.md"])

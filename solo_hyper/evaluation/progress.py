@@ -1,8 +1,11 @@
-"""A progress bar for the long loops outside Lightning (feature extraction, attacks)."""
+"""Progress on stderr: a bar for the long loops outside Lightning (feature extraction, attacks),
+timed lines for the phases between them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -29,3 +32,15 @@ class Progress:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
+
+
+def progress_line(phase: str) -> Callable[[str], None]:
+    """A reporter of ``[phase 12.3s] message`` lines on stderr, for the phases with no loop to
+    draw a bar over (probe path, kNN): no phase stays silent."""
+    start = time.perf_counter()
+
+    def report(message: str) -> None:
+        elapsed = time.perf_counter() - start
+        print(f"[{phase} {elapsed:.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return report

@@ -2,7 +2,9 @@
 
 For a finished pretraining run: embed the dataset's full training and test splits once with the
 evaluation view (the evaluation sets are the dataset's, whatever ``data.train_subset`` the run
-was pretrained on; eval.json records their sizes); then
+was pretrained on; eval.json records their sizes; the embeddings are cached beside the
+checkpoint, ``features.run_embeddings``, so a re-evaluation under another protocol reads them);
+then
 - kNN top-1 on the fine and the coarse classes (backbone features, cosine, k = 20, T = 0.07, as
   solo-learn's kNN) and the delta-hyperbolicity of the projector outputs (``knn_probe``);
 - the offline linear probe (``linear``): by default the converged logistic regression on the
@@ -25,7 +27,7 @@ import yaml
 
 from solo_hyper.config import resolve_device
 from solo_hyper.data import coarse_labels
-from solo_hyper.evaluation.features import embed, evaluation_loaders, hyperbolic_space
+from solo_hyper.evaluation.features import hyperbolic_space, run_embeddings
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
 from solo_hyper.evaluation.linear import (
     default_config_path,
@@ -33,7 +35,7 @@ from solo_hyper.evaluation.linear import (
     load_linear_config,
     with_epochs,
 )
-from solo_hyper.evaluation.progress import Progress
+from solo_hyper.evaluation.progress import progress_line
 from solo_hyper.metrics.disk_map import fit_disk
 from solo_hyper.metrics.hierarchy import distance_matrix
 from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve_checkpoint
@@ -136,12 +138,13 @@ def evaluate_run(
     start = time.perf_counter()
     model, cfg, ckpt = load_pretrained(ckpt_path)
     model.to(resolve_device(device, "--device"))
-    train_loader, val_loader, _ = evaluation_loaders(cfg, lcfg["data"])
-    train = embed(model, cfg, Progress(train_loader, "embedding train", not quiet))
-    test = embed(model, cfg, Progress(val_loader, "embedding test", not quiet))
+    train, test = run_embeddings(
+        model, cfg, ckpt_path, lcfg["data"], progress=not quiet,
+        report=None if quiet else progress_line("features"),
+    )  # fmt: skip
     knn = evaluate_knn(
         model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN,
-        checkpoint=ckpt,
+        checkpoint=ckpt, report=None if quiet else progress_line("knn"),
     )  # fmt: skip
     linear = linear_probe(model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet)
     hierarchy = knn["hierarchy"].get("projector") or knn["hierarchy"]["backbone"]

@@ -16,9 +16,10 @@ import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -151,14 +152,14 @@ def float32_value(value: Any) -> float:
     return float(str(np.float32(number)))
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Written to a temporary file in the same folder, then renamed over ``path``: a reader (or a
-    kill) never sees half a file, and a failed write leaves the old file as it was."""
+def write_atomic(path: Path, write: Callable[[IO], None], binary: bool = False) -> None:
+    """``write(file)`` into a temporary file in the same folder, then renamed over ``path``: a
+    reader (or a kill) never sees half a file, and a failed write leaves the old file as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -168,6 +169,17 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(path, lambda f: f.write(text))
+
+
+def save_torch_atomic(path: Path, obj: Any) -> None:
+    """torch.save, atomically (see ``write_atomic``)."""
+    import torch
+
+    write_atomic(path, lambda f: torch.save(obj, f), binary=True)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -90,7 +90,8 @@ def test_summaries_round_their_numbers(session):
 
 def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
     run = session["run"]
-    assert "[knn] scoring k=[5, 10]" in session["procs"]["knn"].stderr
+    err = session["procs"]["knn"].stderr
+    assert "[features " in err and "[knn " in err and "k=[5, 10]" in err and "delta" in err
     first = json.loads((run / "knn.json").read_text())
     assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet",
                  "--train-subset", "512", "--val-subset", "256"]) == 0  # fmt: skip

@@ -8,7 +8,14 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from solo_hyper.metrics.logistic import Standardizer, fit_logistic, logistic_probe, topk_accuracy
+from solo_hyper.metrics.logistic import (
+    Standardizer,
+    best_c,
+    fit_logistic,
+    holdout_split,
+    logistic_probe,
+    topk_accuracy,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +72,73 @@ def test_doubling_the_iteration_budget_does_not_move_the_accuracy(frozen_feature
 
 def test_the_l2_strength_is_chosen_on_held_out_training_rows_only(frozen_features):
     train_x, train_y, test_x, test_y = frozen_features
-    result = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[1e-4, 0.1, 10.0])
+    grid = dict(c_grid=[1e-4, 0.1, 10.0], c_max=10.0)  # a fixed grid (no growth)
+    result = logistic_probe(train_x, train_y, test_x, test_y, **grid)
     assert set(result.holdout_acc1) == {1e-4, 0.1, 10.0}
     assert result.c == max(result.holdout_acc1, key=lambda c: (result.holdout_acc1[c], -c))
     # the test labels play no part in the choice
     shuffled = test_y[torch.randperm(len(test_y), generator=torch.Generator().manual_seed(1))]
-    again = logistic_probe(train_x, train_y, test_x, shuffled, c_grid=[1e-4, 0.1, 10.0])
+    again = logistic_probe(train_x, train_y, test_x, shuffled, **grid)
     assert again.c == result.c and again.holdout_acc1 == result.holdout_acc1
     # 1e-4 is far too strong an L2 for these features: the held-out rows see it
     assert result.holdout_acc1[1e-4] < result.holdout_acc1[result.c] - 5
+
+
+def test_the_warm_started_path_chooses_the_c_and_accuracy_of_independent_solves(frozen_features):
+    train_x, train_y, test_x, test_y = frozen_features
+    grid = [0.01, 0.1, 1.0, 10.0]
+    warm = logistic_probe(train_x, train_y, test_x, test_y, c_grid=grid, c_max=10.0)
+    fit_idx, held_idx = holdout_split(len(train_y), 0.1, 0)
+    scale = Standardizer.fit(train_x[fit_idx])
+    cold = {}
+    for c in grid:  # each C from zero, float64 throughout
+        fit = fit_logistic(scale(train_x[fit_idx]), train_y[fit_idx], 10, c, float32=False)
+        assert fit.converged
+        cold[c] = topk_accuracy(fit.logits(scale(train_x[held_idx])), train_y[held_idx])
+    one_row = 100 / len(held_idx)
+    assert all(abs(warm.holdout_acc1[c] - cold[c]) <= one_row + 1e-9 for c in grid)
+    assert warm.c == best_c(cold)
+    refit = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[warm.c])
+    assert abs(refit.acc1 - warm.acc1) <= 100 / len(test_y) + 1e-9
+
+
+@pytest.mark.parametrize(("c", "tolerance", "rows"), [(0.1, 1e-6, 0), (100.0, 1e-4, 1)])
+def test_float32_iterations_reach_the_float64_answer(frozen_features, c, tolerance, rows):
+    """Float32 iterations, then the float64 gradient check, land on float64's minimiser: the
+    same weights and accuracy at a tight tolerance; at the default 1e-4, weak L2 (C = 100) leaves
+    either solver anywhere on a flat valley of the objective, one test row apart here."""
+    train_x, train_y, test_x, test_y = frozen_features
+    scale = Standardizer.fit(train_x)
+    x, tx = scale(train_x), scale(test_x)
+    single = fit_logistic(x, train_y, 10, c, tolerance=tolerance)
+    double = fit_logistic(x, train_y, 10, c, tolerance=tolerance, float32=False)
+    assert single.converged and double.converged  # both pass the float64 check
+    gap = topk_accuracy(single.logits(tx), test_y) - topk_accuracy(double.logits(tx), test_y)
+    assert abs(gap) <= rows * 100 / len(test_y) + 1e-9
+    if rows == 0:
+        assert (single.weight - double.weight).abs().max() < 1e-3 * double.weight.abs().max()
+
+
+def test_the_grid_grows_while_its_largest_c_is_chosen(frozen_features):
+    train_x, train_y, test_x, test_y = frozen_features
+    # C <= 1e-3 is far too strong an L2 for these features: the top of this grid wins
+    grown = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[1e-4, 1e-3], c_max=1.0)
+    solved = sorted(grown.holdout_acc1)
+    assert len(solved) > 2 and solved[2] == pytest.approx(1e-2) and solved[-1] <= 1.0
+    assert grown.c == best_c(grown.holdout_acc1) and grown.c > 1e-3
+    # it stops where the largest C solved is no longer the best, or at c_max
+    assert grown.c < solved[-1] or solved[-1] == pytest.approx(1.0)
+    fixed = logistic_probe(train_x, train_y, test_x, test_y, c_grid=[1e-4, 1e-3], c_max=1e-3)
+    assert set(fixed.holdout_acc1) == {1e-4, 1e-3} and fixed.c == 1e-3
+
+
+def test_the_probe_reports_each_solve():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(200, 4, generator=g), torch.arange(200) % 3
+    lines: list[str] = []
+    logistic_probe(x, y, x, y, c_grid=[0.1, 1.0], c_max=1.0, report=lines.append)
+    assert len(lines) == 4  # the set-up, two C, the refit
+    assert "C=0.1" in lines[1] and "C=1" in lines[2] and "refit" in lines[3]
 
 
 def test_topk_accuracy():
