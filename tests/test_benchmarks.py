@@ -131,3 +131,20 @@ def test_cli_bench_runs_the_suite_and_prints_its_table(monkeypatch, capsys, one_
     assert "quick run: geoopt" in out and "| 0.9x " in out and "| ok " in out
     with pytest.raises(SystemExit):
         main(["bench", "--only", "no-such-benchmark"])
+
+
+def test_probe_benchmark_writes_its_table(tmp_path, one_thread):
+    from benchmarks.probe import evaluation_rows, main
+
+    out = tmp_path / "probe.md"
+    main(["--subset", "300", "--out", str(out)])
+    text = out.read_text()
+    for variant in ("logistic_probe solve", "whole probe (path + refit)", "features.embed"):
+        assert f"| {variant} " in text
+    assert "top-1" in text and "300 x 128" in text
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text('{"wall_time_s": 20.0}')
+    (run / "eval.json").write_text('{"eval_wall_time_s": 10.0}')
+    (row,) = evaluation_rows(tmp_path / "runs")
+    assert row.ratio.median == 0.5 and row.verdict == "ok"
