@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from solo_hyper.config.errors import ConfigError, closest
+from solo_hyper.config.shipped import shipped_config
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -80,7 +81,7 @@ def load_config(
     """Reads a YAML file (or starts from ``base``), applies overrides; no defaults, no checks."""
     cfg: dict = copy.deepcopy(base) if base else {}
     if path is not None:
-        path = Path(path)
+        path = shipped_config(path)  # a relative path not here: the shipped config it names
         if not path.is_file():
             raise ConfigError(f"config file {str(path)!r} does not exist")
         with open(path) as f:

@@ -40,6 +40,7 @@ from solo_hyper.config import (
     positive_int_or_none,
     resolve_device,
 )
+from solo_hyper.config.shipped import configs_root
 from solo_hyper.data import _batch_is_ready
 from solo_hyper.evaluation.features import (
     Embeddings,
@@ -58,7 +59,6 @@ from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "linear"
 PROTOCOLS = ("logistic", "sgd")
 FEATURES = ("augmented", "precomputed")
 OPTIMIZERS = ("sgd", "adam")  # what solo-learn 1.0.2's LinearModel accepts
@@ -102,8 +102,8 @@ FREE_FORM = {("optimizer", "kwargs"), ("data",)}
 
 
 def default_config_path(dataset: str) -> Path | None:
-    """configs/linear/<dataset>.yaml of this repository, when it is there."""
-    path = CONFIG_DIR / f"{dataset}.yaml"
+    """The shipped configs/linear/<dataset>.yaml, when there is one."""
+    path = configs_root() / "linear" / f"{dataset}.yaml"
     return path if path.is_file() else None
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solo_hyper.config import ConfigError, closest
+from solo_hyper.config.shipped import configs_root, shipped_config
 from solo_hyper.evaluation import tables
 from solo_hyper.evaluation.compare import (
     check_linear,
@@ -52,7 +53,6 @@ from solo_hyper.run.lock import RunLockedError, hold
 from solo_hyper.run.rundir import plan_run
 from solo_hyper.run.train import Prepared, check_environment, prepare
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: configs/ are read from here
 SCALES = ("cpu", "gpu")
 DEFAULT_SEEDS = (0, 1, 2)
 LINEAR_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
@@ -207,10 +207,10 @@ def plan(
             # seed by seed: a campaign stopped early has whole seeds of every row, not some rows
             if rows is not None and row.key not in rows:
                 continue
-            config = ROOT / row.config
+            config = shipped_config(row.config)
             if not config.is_file():
-                raise ConfigError(f"{row.config} is missing: reproduce reads the configs of a "
-                                  f"solo-hyper checkout ({ROOT})")  # fmt: skip
+                raise ConfigError(f"{row.config} is missing: reproduce reads the shipped configs "
+                                  f"({configs_root()})")  # fmt: skip
             extra = [*column.overrides, *row.overrides, *extra_data, *overrides]
             if epochs is not None:
                 extra.append(f"max_epochs={epochs}")
@@ -259,7 +259,7 @@ def _robust_rows(cell: Cell, run_dir: Path) -> list[dict] | None:
     if not path.is_file():
         return None
     stored = json.loads(path.read_text())
-    wanted = json.loads(json.dumps(load_robust_config(str(ROOT / cell.column.robust_config))["raw"]))
+    wanted = json.loads(json.dumps(load_robust_config(str(shipped_config(cell.column.robust_config)))["raw"]))
     return stored["rows"] if stored.get("config") == wanted else None
 
 
@@ -309,7 +309,7 @@ def _robust(cell: Cell, run_dir: Path, quiet: bool) -> list[dict]:
     rows = _robust_rows(cell, run_dir)
     if rows is None:
         run = robust.finetune_adv if cell.row.finetune else robust.robust_eval
-        rows = run(str(run_dir), str(ROOT / cell.column.robust_config), [], log=lambda _: None,
+        rows = run(str(run_dir), str(shipped_config(cell.column.robust_config)), [], log=lambda _: None,
                    progress=not quiet)  # fmt: skip
     return rows
 
@@ -362,7 +362,7 @@ def run_table(
         start = time.perf_counter()
         row = _train(cell, quiet, log)
         linear = linear_config or (
-            str(ROOT / cell.column.linear_config) if cell.column.linear_config else None
+            str(shipped_config(cell.column.linear_config)) if cell.column.linear_config else None
         )
         row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet)[0]
         if cell.column.robust_config:
