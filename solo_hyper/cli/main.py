@@ -55,7 +55,7 @@ def _compare(args: argparse.Namespace) -> None:
         args.configs, args.out, args.epochs, args.overrides, quiet=args.quiet,
         linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
-        seeds=args.seeds, pairs=args.pairs,
+        seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -65,13 +65,15 @@ def _compare(args: argparse.Namespace) -> None:
 def _linear(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.linear import linear_eval
 
-    r = linear_eval(args.checkpoint, args.config, args.overrides, args.device, args.quiet)
+    r = linear_eval(args.checkpoint, args.config, args.overrides, args.device, args.quiet,
+                    args.eval_dataset)  # fmt: skip
     if r["linear_protocol"] == "logistic":
         how = f"logistic regression, C {r['linear_c']:g}, {r['linear_iterations']} iterations"
     else:
         how = f"SGD on {r['linear_features']} features, {_plural(r['linear_epochs'], 'epoch')}"
-    print(f"{r['run']}: linear top-1 {_pct(r['linear_acc1'])} ({how}) -> linear.json, linear.md "
-          f"next to {r['checkpoint']}")  # fmt: skip
+    stem = "linear" if args.eval_dataset is None else f"linear-{r['eval_dataset']}"
+    print(f"{r['run']}: linear top-1 {_pct(r['linear_acc1'])} on {r['eval_dataset']} ({how}) -> "
+          f"{stem}.json, {stem}.md next to {r['checkpoint']}")  # fmt: skip
 
 
 def _knn(args: argparse.Namespace) -> None:
@@ -179,6 +181,14 @@ def _evaluation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
 
 
+def _eval_dataset_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--eval-dataset", default=None, metavar="DATASET",
+        help="transfer: kNN and probe on this dataset's splits (e.g. mnist for a Fashion-MNIST "
+        "run), its images standardised with the pretraining dataset's statistics",
+    )  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program_name(), description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -219,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluation_args(p)
     p.add_argument("--no-eval", action="store_true", help="pretraining numbers only")
     p.add_argument("--no-plots", action="store_true", help="no PNG figures")
+    _eval_dataset_arg(p)
     p.set_defaults(func=_compare)
 
     p = sub.add_parser("linear", help="offline linear probe (solo-learn's LinearModel) of a run")
@@ -230,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("overrides", nargs="*", help="dotted.key=value overrides of the linear config")
+    _eval_dataset_arg(p)
     p.set_defaults(func=_linear)
 
     p = sub.add_parser("knn", help="weighted kNN grid and hierarchy metrics of a run")

@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 
 from solo_hyper.config import ConfigError
-from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES
+from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES, ensure_dataset
 from solo_hyper.evaluation import plots
+from solo_hyper.evaluation.features import check_eval_dataset, run_data_config
 from solo_hyper.evaluation.protocol import evaluate_run, linear_config
 from solo_hyper.evaluation.seeds import (
     check_labels,
@@ -92,6 +93,14 @@ def notes(rows: list[dict], columns=COLUMNS) -> str:
     """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones)."""
     shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
     texts = [text for key, text in COLUMN_NOTES.items() if key in shown]
+    transfers = sorted({(r["dataset"], r["eval_dataset"]) for r in rows
+                        if r.get("eval_dataset") not in (None, r.get("dataset"))})  # fmt: skip
+    if transfers:
+        texts.append(
+            "transfer " + ", ".join(f"{a} -> {b}" for a, b in transfers) + ": pretrained on the "
+            "first, kNN and probe on the second's full splits, its images standardised with the "
+            "first's statistics (the official EBCLR transfer_acc / eval_knn_transfer_acc)"
+        )
     return "; ".join(texts).replace("{linear_protocol}", linear_protocol_note(rows)) + "."
 
 
@@ -114,23 +123,32 @@ def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
     return result
 
 
-def check_linear(preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None):
-    """Every linear-evaluation config is checked before the first run trains."""
+def check_linear(
+    preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None,
+    eval_dataset: str | None = None,
+) -> None:  # fmt: skip
+    """Every linear-evaluation config (and the transfer target's data) is checked before the
+    first run trains."""
     if linear_epochs is not None and (not isinstance(linear_epochs, int) or linear_epochs < 1):
         raise ConfigError(f"--linear-epochs must be an integer >= 1, got {linear_epochs!r}")
     for prep in preps:
-        linear_config(prep.cfg["data"]["dataset"], linear_config_path, linear_epochs)
+        linear_config(eval_dataset or prep.cfg["data"]["dataset"], linear_config_path, linear_epochs)
+    if eval_dataset is not None:
+        check_eval_dataset(eval_dataset)
+        ensure_dataset(run_data_config(preps[0].cfg, {"dataset": eval_dataset}) if preps else {})
 
 
 def evaluate_rows(
     rows: list[dict], linear_epochs=None, linear_config_path=None, plots_dir: Path | None = None,
     device: str = "auto", quiet: bool = True, pairs: list[tuple[str, str]] = (),
+    eval_dataset: str | None = None,
 ) -> list[dict]:  # fmt: skip
-    """Adds the protocol's numbers to every pretraining result (and draws the figures)."""
+    """Adds the protocol's numbers to every pretraining result (and draws the figures);
+    ``eval_dataset``: the transfer protocol (``protocol.evaluate_run``)."""
     out = []
     for row in rows:
         ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, plots_dir is not None,
-                          device, quiet)  # fmt: skip
+                          device, quiet, eval_dataset)  # fmt: skip
         out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")}})
     if plots_dir is not None:
         draw(out, plots_dir, pairs)
@@ -208,7 +226,7 @@ def compare(
     configs: list[str], out_dir: str, epochs: int | None = None, overrides: list[str] = (),
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
-    seeds=None, pairs: list[str] | None = None,
+    seeds=None, pairs: list[str] | None = None, eval_dataset: str | None = None,
 ) -> list[dict]:  # fmt: skip
     """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
     run with the same protocol and writes the tables (and figures); returns one row per run."""
@@ -218,7 +236,8 @@ def compare(
     for prep in preps:
         check_environment(prep.cfg)
     if evaluate:
-        check_linear(preps, linear_epochs, linear_config_path)
+        check_eval_dataset(eval_dataset)
+        check_linear(preps, linear_epochs, linear_config_path, eval_dataset)
     rows = []
     for label, prep in todo.runs:
         row = train_or_reuse(prep, quiet)
@@ -226,7 +245,7 @@ def compare(
     if evaluate:
         rows = evaluate_rows(
             rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
-            pairs=todo.pairs,
+            pairs=todo.pairs, eval_dataset=eval_dataset,
         )
     if todo.seeds is None:
         write_tables(rows, out)

@@ -20,7 +20,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from solo_hyper.augment import DeviceAugmentation
-from solo_hyper.data import InMemoryImages, _batch_is_ready, build_datasets
+from solo_hyper.config import ConfigError, closest
+from solo_hyper.data import DATASETS, InMemoryImages, _batch_is_ready, build_datasets
 from solo_hyper.evaluation.progress import Progress
 from solo_hyper.geometry import Manifold, make_space, space_from_dict
 from solo_hyper.run.identity import save_torch_atomic
@@ -57,8 +58,36 @@ def run_data_config(cfg: dict, overrides: dict | None = None) -> dict:
     """
     data = copy.deepcopy(cfg["data"])
     data.update(dict.fromkeys(SUBSET_KEYS))
-    data.update(overrides or {})
+    overrides = dict(overrides or {})
+    if overrides.get("dataset") not in (None, data["dataset"]):
+        # another dataset (transfer): the run's paths hold its own data; the normalisation
+        # (mean, std) stays the run's, that is the pretraining dataset's
+        data.update(dict.fromkeys(("train_path", "val_path")), download=False)
+    data.update(overrides)
     return data
+
+
+def transfer_config(cfg: dict, eval_dataset: str | None) -> dict:
+    """The run's config as the evaluation of another dataset reads it (``data.dataset`` the
+    target's, for its splits, class count and coarse classes), everything else, the pretraining
+    dataset's normalisation included, the run's: the official EBCLR ``transfer_acc``
+    standardises the target images with the source dataset's statistics."""
+    if eval_dataset is None or eval_dataset == cfg["data"]["dataset"]:
+        return cfg
+    return {**cfg, "data": run_data_config(cfg, {"dataset": eval_dataset})}
+
+
+def check_eval_dataset(eval_dataset: str | None) -> None:
+    """A transfer target is a built-in dataset (``custom`` needs paths: give them in the linear
+    config's ``data`` instead)."""
+    if eval_dataset is None:
+        return
+    known = [d for d in DATASETS if d != "custom"]
+    if eval_dataset not in known:
+        raise ConfigError(
+            f"--eval-dataset {eval_dataset!r}{closest(str(eval_dataset), known)} is not a built-in "
+            f"dataset; use one of {known}"
+        )
 
 
 def evaluation_loaders(

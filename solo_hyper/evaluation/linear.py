@@ -41,14 +41,16 @@ from solo_hyper.config import (
     resolve_device,
 )
 from solo_hyper.config.shipped import configs_root
-from solo_hyper.data import _batch_is_ready
+from solo_hyper.data import DATASETS, _batch_is_ready
 from solo_hyper.evaluation.features import (
     Embeddings,
+    check_eval_dataset,
     embed,
     evaluation_loaders,
     evaluation_view,
     model_device,
     run_embeddings,
+    transfer_config,
 )
 from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import Progress, progress_line
@@ -354,6 +356,13 @@ def logistic_probe(
     }
 
 
+def probe_classes(model, cfg: dict) -> int:
+    """The classes the probe tells apart: the evaluated dataset's (a transfer target may have
+    other classes than the run's), the run's own head for a dataset of unknown classes."""
+    info = DATASETS.get(cfg["data"]["dataset"])
+    return int(info.num_classes) if info and info.num_classes else int(model.classifier.out_features)
+
+
 def sgd_probe(
     model,
     cfg: dict,
@@ -369,7 +378,7 @@ def sgd_probe(
     batch = int(lcfg["optimizer"]["batch_size"])
     if lcfg["features"] == "precomputed":
         train, test = embeddings or frozen_features(model, cfg, lcfg, quiet)
-        num_classes = int(model.classifier.out_features)
+        num_classes = probe_classes(model, cfg)
         head = adapter.build_linear_model(None, train.feats.shape[1], num_classes, lcfg)
         loaders = (
             feature_loader(train, batch, int(lcfg["seed"])),
@@ -444,12 +453,17 @@ def linear_eval(
     overrides: list[str] = (),
     device: str = "auto",
     quiet: bool = False,
+    eval_dataset: str | None = None,
 ) -> dict:
-    """The ``linear`` command: checks everything, trains the head, writes linear.json/.md."""
+    """The ``linear`` command: checks everything, trains the head, writes linear.json/.md
+    (``eval_dataset``: the transfer protocol, ``protocol.evaluate_run``; linear-<dataset>.json)."""
     dev = resolve_device(device, "--device")
-    model, cfg, ckpt = load_pretrained(checkpoint)
+    check_eval_dataset(eval_dataset)
+    model, run_cfg, ckpt = load_pretrained(checkpoint)
+    cfg = transfer_config(run_cfg, eval_dataset)
     path = config if config is not None else default_config_path(cfg["data"]["dataset"])
     lcfg = load_linear_config(path, overrides)
+    cfg = transfer_config(cfg, lcfg["data"].get("dataset"))  # data.dataset=... in the overrides
     model.to(dev)
     run_dir = Path(ckpt["_path"]).parent
     embeddings = None
@@ -462,8 +476,10 @@ def linear_eval(
         "config": str(path) if path else None,
         **linear_probe(model, cfg, lcfg, embeddings, log_dir=run_dir, quiet=quiet),
         "linear_config": lcfg,
+        "eval_dataset": cfg["data"]["dataset"],
     }
-    set_aside([run_dir / "linear.json", run_dir / "linear.md"])
-    write_json_atomic(run_dir / "linear.json", result)
-    write_text_atomic(run_dir / "linear.md", markdown(result))
+    stem = "linear" if cfg is run_cfg else f"linear-{cfg['data']['dataset']}"
+    set_aside([run_dir / f"{stem}.json", run_dir / f"{stem}.md"])
+    write_json_atomic(run_dir / f"{stem}.json", result)
+    write_text_atomic(run_dir / f"{stem}.md", markdown(result))
     return result

@@ -27,7 +27,12 @@ import yaml
 
 from solo_hyper.config import resolve_device
 from solo_hyper.data import coarse_labels
-from solo_hyper.evaluation.features import hyperbolic_space, run_embeddings
+from solo_hyper.evaluation.features import (
+    check_eval_dataset,
+    hyperbolic_space,
+    run_embeddings,
+    transfer_config,
+)
 from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
 from solo_hyper.evaluation.linear import (
     default_config_path,
@@ -119,24 +124,37 @@ def evaluate_run(
     disk: bool = True,
     device: str = "auto",
     quiet: bool = True,
+    eval_dataset: str | None = None,
 ) -> dict:
-    """The protocol's numbers for one run (cached in RUN/eval.json)."""
+    """The protocol's numbers for one run (cached in RUN/eval.json).
+
+    ``eval_dataset`` (transfer, EBCLR's Table 2): the kNN and the probe use that dataset's full
+    training and test splits (the probe's default config is that dataset's), its images
+    standardised with the run's own normalisation, the pretraining dataset's, as the official
+    ``transfer_acc`` / ``eval_knn_transfer_acc`` do (``features.transfer_config``); cached in
+    RUN/eval-<dataset>.json beside the run's own evaluation.
+    """
+    check_eval_dataset(eval_dataset)
     run_dir = Path(run_dir)
     ckpt_path = resolve_checkpoint(run_dir)
-    lcfg = linear_config(run_dataset(run_dir, ckpt_path), linear_config_path, linear_epochs)
+    source = run_dataset(run_dir, ckpt_path)
+    target = None if eval_dataset in (None, source) else eval_dataset
+    lcfg = linear_config(target or source, linear_config_path, linear_epochs)
     protocol = {
         "version": PROTOCOL_VERSION,
         # resolved: the cache holds however the run directory is spelled (relative or absolute)
         "checkpoint": str(ckpt_path.resolve()), "checkpoint_mtime": ckpt_path.stat().st_mtime,
         "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
+        **({"eval_dataset": target} if target else {}),
     }  # fmt: skip
-    cache = run_dir / "eval.json"
+    cache = run_dir / ("eval.json" if target is None else f"eval-{target}.json")
     if cache.is_file():
         cached = json.loads(cache.read_text())
         if cached.get("protocol") == protocol:
             return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
-    model, cfg, ckpt = load_pretrained(ckpt_path)
+    model, run_cfg, ckpt = load_pretrained(ckpt_path)
+    cfg = transfer_config(run_cfg, target)
     model.to(resolve_device(device, "--device"))
     train, test = run_embeddings(
         model, cfg, ckpt_path, lcfg["data"], progress=not quiet,
@@ -161,6 +179,8 @@ def evaluate_run(
             disk_map(model, cfg, test.z, test.targets, checkpoint=ckpt)
             if disk and test.z is not None else None
         ),  # fmt: skip
+        "eval_dataset": cfg["data"]["dataset"],
+        "eval_normalization": {"mean": list(cfg["data"]["mean"]), "std": list(cfg["data"]["std"])},
         "eval_train_images": len(train.targets),
         "eval_test_images": len(test.targets),
         "eval_wall_time_s": round(time.perf_counter() - start, 2),

@@ -151,7 +151,8 @@ def _data_overrides(column: Column, data_root: str | None) -> list[str]:
 
 def estimate(cell: Cell, scale: str) -> float | None:
     """Seconds the cell still needs (CPU scale: the measured throughputs of ``tables``)."""
-    evaluated = (cell.run_dir / "eval.json").is_file()
+    target = cell.column.eval_dataset
+    evaluated = (cell.run_dir / (f"eval-{target}.json" if target else "eval.json")).is_file()
     if cell.status == "finished" and evaluated and not _needs_robust(cell):
         return 0.0
     if scale != "cpu":
@@ -355,7 +356,9 @@ def run_table(
 ) -> Path:  # fmt: skip
     """``reproduce`` without the table's lock."""
     cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root)
-    check_linear([c.prep for c in cells], None, linear_config)
+    for column in dict.fromkeys(c.column for c in cells):
+        check_linear([c.prep for c in cells if c.column is column], None, linear_config,
+                     column.eval_dataset)  # fmt: skip
     log(dry_run_text(name, scale, cells, out))
     tracker = Tracker(cells, log)
     for cell in cells:
@@ -364,7 +367,8 @@ def run_table(
         linear = linear_config or (
             str(shipped_config(cell.column.linear_config)) if cell.column.linear_config else None
         )
-        row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet)[0]
+        row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet,
+                            eval_dataset=cell.column.eval_dataset)[0]  # fmt: skip
         if cell.column.robust_config:
             row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet)))
         cell.result = row

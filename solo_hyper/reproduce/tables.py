@@ -1,7 +1,8 @@
 """What each paper table is: its rows (a config and the overrides that make the row), the column
 (dataset) each group of runs measures, the budget of each scale, and the paper cell beside it.
 
-``cpu``: Fashion-MNIST with the small CNN, a budget a 2-core machine affords (stated in the table);
+``cpu``: Fashion-MNIST (and MNIST, HCL Tables 1-2 and EBCLR's) with the small CNN, a budget a
+2-core machine affords (stated in the table);
 ``gpu``: the paper's recipe (the configs under configs/pretrain/<dataset>/ and configs/ebclr/).
 The paper's numbers are in ``paper_numbers.yaml``, one entry per (table, row, column, metric).
 """
@@ -43,8 +44,9 @@ class Row:
 
 @dataclass(frozen=True)
 class Column:
-    """The runs of one dataset: at CPU scale the single Fashion-MNIST column, at GPU scale one per
-    dataset of the paper. ``paper_column`` names the paper column printed beside it."""
+    """The runs of one dataset: at CPU scale Fashion-MNIST (and MNIST) columns, at GPU scale one
+    per dataset of the paper. ``paper_column`` names the paper column printed beside it;
+    ``eval_dataset`` (EBCLR's transfer table) evaluates the runs on another dataset's splits."""
 
     name: str
     paper_column: str
@@ -55,6 +57,7 @@ class Column:
     robust_config: str | None = None  # set: robust-eval (LE, r-LE under PGD) of every run
     data_dir: str | None = None  # folder under --data-root holding train/ and val/
     budget: str = ""
+    eval_dataset: str | None = None  # transfer: kNN and probe on this dataset's splits
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Table:
 
 
 FMNIST = "configs/pretrain/fashionmnist"
+MNIST = "configs/pretrain/mnist"
 
 # what the pairs' claims are about, as config keys (Claim)
 GEOMETRY = ("method", "method_kwargs.geometry", "method_kwargs.curvature")
@@ -119,6 +123,13 @@ EPOCHS = ("max_epochs",)
 def _pair(a: str, b: str, title_a: str, title_b: str, folder: str) -> tuple[Row, Row]:
     return (Row(b, title_b, f"{folder}/{b}.yaml"),
             Row(a, title_a, f"{folder}/{a}.yaml", claims=(Claim(b, "the geometry", GEOMETRY),)))  # fmt: skip
+
+
+def _cpu_pair_columns(a: str, b: str, ta: str, tb: str) -> tuple[Column, ...]:
+    """HCL Tables 1 and 2 on the CPU: Fashion-MNIST and MNIST (a second dataset for the claim),
+    10 epochs on the full split each; the paper's numbers are its CIFAR-10 column."""
+    return tuple(Column(name, "CIFAR-10", _pair(a, b, ta, tb, folder), ("max_epochs=10",))
+                 for name, folder in (("Fashion-MNIST", FMNIST), ("MNIST", MNIST)))  # fmt: skip
 
 
 def _gpu_columns(a: str, b: str, ta: str, tb: str, datasets) -> tuple[Column, ...]:
@@ -182,55 +193,127 @@ def _robust_rows(folder: str) -> tuple[Row, ...]:
     )  # fmt: skip
 
 
-EBCLR_T1_ROWS = (
-    Row("simclr", "SimCLR", "configs/ebclr/baselines/fashionmnist-simclr.yaml"),
-    Row("mocov2plus", "MoCo v2", "configs/ebclr/baselines/fashionmnist-mocov2plus.yaml"),
-    Row("simsiam", "SimSiam", "configs/ebclr/baselines/fashionmnist-simsiam.yaml"),
-    Row("byol", "BYOL", "configs/ebclr/baselines/fashionmnist-byol.yaml"),
-    # "EBCLR consistently outperforms every baseline": paired with each
-    Row("ebclr", "EBCLR", "configs/ebclr/fashionmnist-official.yaml",
-        claims=tuple(Claim(b, "the method, each with its official recipe", OFFICIAL,
-                           family="EBCLR outperforms every baseline")
-                     for b in ("simclr", "mocov2plus", "simsiam", "byol"))),
-)
+def ebclr_t1_rows(dataset: str) -> tuple[Row, ...]:
+    """EBCLR Table 1's rows on one dataset: the official EBCLR config and its four baselines."""
+    base = f"configs/ebclr/baselines/{dataset}"
+    return (
+        Row("simclr", "SimCLR", f"{base}-simclr.yaml"),
+        Row("mocov2plus", "MoCo v2", f"{base}-mocov2plus.yaml"),
+        Row("simsiam", "SimSiam", f"{base}-simsiam.yaml"),
+        Row("byol", "BYOL", f"{base}-byol.yaml"),
+        # "EBCLR consistently outperforms every baseline": paired with each
+        Row("ebclr", "EBCLR", f"configs/ebclr/{dataset}-official.yaml",
+            claims=tuple(Claim(b, "the method, each with its official recipe", OFFICIAL,
+                               family="EBCLR outperforms every baseline")
+                         for b in ("simclr", "mocov2plus", "simsiam", "byol"))),
+    )  # fmt: skip
+
+
+EBCLR_T1_ROWS = ebclr_t1_rows("fashionmnist")
 
 
 def _small_cnn(rows: tuple[Row, ...]) -> tuple[Row, ...]:
     """The EBCLR Table 1 rows on the CPU: every encoder the small CNN (EBCLR's without batch
-    norm, as its official no-BN ResNet), the papers' optimisers and augmentations otherwise."""
+    norm, as its official no-BN ResNet) and EBCLR's replay buffer 5,000 chains (as the CPU
+    batch-study configs: on a 10,000-image subset a 50,000-chain buffer is drawn about 0.2 times
+    per slot in an epoch, the official 50,000 on 60,000 images about 1.2 times), the papers'
+    optimisers and augmentations otherwise."""
     out = []
     for r in rows:
         extra = ["backbone.name=small_cnn"]
-        extra.append("backbone.kwargs={batch_norm: false}" if r.key == "ebclr" else "backbone.kwargs={}")
+        if r.key == "ebclr":
+            extra += ["backbone.kwargs={batch_norm: false}", "method_kwargs.buffer_size=5000"]
+        else:
+            extra.append("backbone.kwargs={}")
         out.append(Row(r.key, r.title, r.config, (*r.overrides, *extra), "-small_cnn", r.claims))
     return tuple(out)
 
 
 BATCHES = (16, 64, 128)
-EBCLR_T3_ROWS = tuple(
-    row
-    for b in BATCHES
-    for row in (
-        # beyond EBCLR vs SimCLR at each batch, the paper's batch claims: SimCLR degrades as the
-        # batch shrinks, EBCLR does not, and EBCLR at 16 beats SimCLR at 128
-        Row(f"simclr-b{b}", f"SimCLR, batch {b}", f"configs/ebclr/batch-study/simclr-b{b}.yaml",
-            claims=(Claim("simclr-b128", "the batch", BATCH),) if b == 16 else ()),
-        Row(f"ebclr-b{b}", f"EBCLR, batch {b}", f"configs/ebclr/batch-study/ebclr-b{b}.yaml",
-            claims=(Claim(f"simclr-b{b}", "the method, each with its recipe", RECIPE,
-                          family="EBCLR beats SimCLR at every batch size"),) + ((
-                Claim("simclr-b128", "the method and the batch", RECIPE + BATCH),
-                Claim("ebclr-b128", "the batch", BATCH)) if b == 16 else ())),
-    )
-)  # fmt: skip
-EBCLR_LINEAR = "configs/linear/ebclr-fashionmnist.yaml"
+
+
+def ebclr_t3_rows(folder: str) -> tuple[Row, ...]:
+    """EBCLR Table 3's rows: EBCLR and SimCLR at each batch of the batch-study configs."""
+    return tuple(
+        row
+        for b in BATCHES
+        for row in (
+            # beyond EBCLR vs SimCLR at each batch, the paper's batch claims: SimCLR degrades as
+            # the batch shrinks, EBCLR does not, and EBCLR at 16 beats SimCLR at 128
+            Row(f"simclr-b{b}", f"SimCLR, batch {b}", f"{folder}/simclr-b{b}.yaml",
+                claims=(Claim("simclr-b128", "the batch", BATCH),) if b == 16 else ()),
+            Row(f"ebclr-b{b}", f"EBCLR, batch {b}", f"{folder}/ebclr-b{b}.yaml",
+                claims=(Claim(f"simclr-b{b}", "the method, each with its recipe", RECIPE,
+                              family="EBCLR beats SimCLR at every batch size"),) + ((
+                    Claim("simclr-b128", "the method and the batch", RECIPE + BATCH),
+                    Claim("ebclr-b128", "the batch", BATCH)) if b == 16 else ())),
+        )
+    )  # fmt: skip
+
+
+EBCLR_T3_ROWS = ebclr_t3_rows("configs/ebclr/batch-study")
+EBCLR_T3_MNIST_ROWS = ebclr_t3_rows("configs/ebclr/batch-study/mnist")
+# the dataset of each EBCLR column: (name, the paper's column, configs' dataset)
+EBCLR_DATASETS = (("MNIST", "MNIST", "mnist"), ("Fashion-MNIST", "FMNIST", "fashionmnist"),
+                  ("CIFAR-10", "CIFAR10", "cifar10"), ("CIFAR-100", "CIFAR100", "cifar100"))  # fmt: skip
+EBCLR_CPU = ("data.train_subset=10000", "max_epochs=1")
+EBCLR_CPU_BUDGET = ("the official configs' optimisers and augmentations, every encoder the small "
+                    "CNN (ResNet-18 on the GPU), EBCLR's buffer 5,000 chains (50,000 on the GPU)")  # fmt: skip
+# transfer (EBCLR Table 2): (source, target) by the names above; the CPU has the MNIST pair
+TRANSFERS = (("MNIST", "Fashion-MNIST"), ("Fashion-MNIST", "MNIST"),
+             ("CIFAR-10", "CIFAR-100"), ("CIFAR-100", "CIFAR-10"))  # fmt: skip
+
+
+def ebclr_linear(dataset: str) -> str:
+    """EBCLR's own linear protocol (Adam, 200 epochs on precomputed features) for a dataset."""
+    return f"configs/linear/ebclr-{dataset}.yaml"
+
+
+def _ebclr_t1_columns(scale: str) -> tuple[Column, ...]:
+    if scale == "cpu":
+        return tuple(Column(name, paper, _small_cnn(ebclr_t1_rows(ds)), EBCLR_CPU,
+                            budget=EBCLR_CPU_BUDGET)
+                     for name, paper, ds in EBCLR_DATASETS[:2])  # fmt: skip
+    return tuple(Column(name, paper, ebclr_t1_rows(ds), linear_config=ebclr_linear(ds),
+                        budget="the paper's recipe (ResNet-18, 100 epochs; EBCLR's linear protocol)")
+                 for name, paper, ds in EBCLR_DATASETS)  # fmt: skip
+
+
+def _ebclr_t2_columns(scale: str) -> tuple[Column, ...]:
+    """One column per direction: the source's Table 1 runs (reused), evaluated on the target."""
+    info = {name: (paper, ds) for name, paper, ds in EBCLR_DATASETS}
+    out = []
+    for source, target in TRANSFERS[:2] if scale == "cpu" else TRANSFERS:
+        (paper_s, src), (paper_t, tgt) = info[source], info[target]
+        rows = ebclr_t1_rows(src)
+        common = dict(eval_dataset=tgt, paper_column=f"{paper_s}->{paper_t}")
+        if scale == "cpu":
+            out.append(Column(f"{paper_s}->{paper_t}", rows=_small_cnn(rows), overrides=EBCLR_CPU,
+                              budget=EBCLR_CPU_BUDGET + f"; evaluated on {target}", **common))  # fmt: skip
+        else:
+            out.append(Column(f"{paper_s}->{paper_t}", rows=rows, linear_config=ebclr_linear(tgt),
+                              budget=f"the paper's recipe on {source}; EBCLR's linear protocol "
+                              f"on {target}", **common))  # fmt: skip
+    return tuple(out)
+
+
+def _ebclr_t3_across(prefix: str) -> tuple[Across, ...]:
+    """Four times fewer epochs: EBCLR's short column against SimCLR's long one, batch by batch;
+    then what the 4x longer budget gives each row (one dataset's columns)."""
+    return (*(Across(f"{prefix}short", f"ebclr-b{b}", f"{prefix}long", f"simclr-b{b}",
+                     "the method and 4x the epochs", RECIPE + EPOCHS,
+                     family=f"EBCLR needs 4x fewer epochs, at every batch{' (' + prefix.strip() + ')' if prefix else ''}")
+              for b in BATCHES),
+            *(Across(f"{prefix}long", r.key, f"{prefix}short", r.key, "4x the epochs", EPOCHS)
+              for r in EBCLR_T3_ROWS))  # fmt: skip
+
 
 TABLES: dict[str, Table] = {t.name: t for t in [
     Table(
         "hcl-table1", "hyperbolic-contrastive-learning", "HCL Table 1: SimCLR vs HCL, linear top-1",
         "HCL improves SimCLR on every dataset, by at least 0.44 points (IN-100)",
         {
-            "cpu": (Column("Fashion-MNIST", "CIFAR-10", _pair("hcl", "simclr", "HCL", "SimCLR", FMNIST),
-                           ("max_epochs=10",)),),
+            "cpu": _cpu_pair_columns("hcl", "simclr", "HCL", "SimCLR"),
             "gpu": _gpu_columns("hcl", "simclr", "HCL", "SimCLR", T1_DATASETS),
         },
     ),
@@ -239,8 +322,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         "SHCL is slightly superior to SupCon (and to cross-entropy, which is not trained here: "
         "this package has no supervised trainer; the paper's CE numbers are in the data file)",
         {
-            "cpu": (Column("Fashion-MNIST", "CIFAR-10", _pair("shcl", "supcon", "SHCL", "SupCon", FMNIST),
-                           ("max_epochs=10",)),),
+            "cpu": _cpu_pair_columns("shcl", "supcon", "SHCL", "SupCon"),
             "gpu": _gpu_columns("shcl", "supcon", "SHCL", "SupCon",
                                 [("cifar10", "CIFAR-10", None, None), ("cifar100", "CIFAR-100", None, None)]),
         },
@@ -290,18 +372,17 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     ),
     Table(
         "ebclr-table1", "energy-based-contrastive-learning",
-        "EBCLR Table 1: EBCLR vs SimCLR, MoCo v2, SimSiam, BYOL (Fashion-MNIST column)",
+        "EBCLR Table 1: EBCLR vs SimCLR, MoCo v2, SimSiam, BYOL",
         "EBCLR consistently outperforms every baseline in linear evaluation, with at least x4 "
         "fewer epochs than the contrastive methods",
-        {
-            "cpu": (Column("Fashion-MNIST", "FMNIST", _small_cnn(EBCLR_T1_ROWS),
-                           ("data.train_subset=10000", "max_epochs=1"),
-                           budget="the official configs' optimisers and augmentations, every "
-                           "encoder the small CNN (ResNet-18 on the GPU)"),),
-            "gpu": (Column("Fashion-MNIST", "FMNIST", EBCLR_T1_ROWS, linear_config=EBCLR_LINEAR,
-                           budget="the paper's recipe (ResNet-18, 100 epochs; EBCLR's linear "
-                           "protocol)"),),
-        },
+        {"cpu": _ebclr_t1_columns("cpu"), "gpu": _ebclr_t1_columns("gpu")},
+    ),
+    Table(
+        "ebclr-table2", "energy-based-contrastive-learning",
+        "EBCLR Table 2: transfer (pretrained on one dataset, probed on another)",
+        "EBCLR always outperforms the baseline methods in transfer, the gap especially large on "
+        "CIFAR-10 and CIFAR-100",
+        {"cpu": _ebclr_t2_columns("cpu"), "gpu": _ebclr_t2_columns("gpu")},
     ),
     Table(
         "ebclr-table3", "energy-based-contrastive-learning",
@@ -309,32 +390,25 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         "EBCLR beats SimCLR at every batch size and is invariant to it; SimCLR degrades as the "
         "batch shrinks, so EBCLR at 16 beats SimCLR at 128",
         {
-            "cpu": (
-                Column("short", "FMNIST", EBCLR_T3_ROWS,
-                       ("data.train_subset=5000", "max_epochs=1"), tag="-short",
-                       budget="the batch-study configs (small CNN, no schedule)"),
-                Column("long", "FMNIST", EBCLR_T3_ROWS,
-                       ("data.train_subset=5000", "max_epochs=4"), tag="-long",
-                       budget="the batch-study configs (small CNN, no schedule)"),
+            "cpu": tuple(
+                Column(f"{prefix}{length}", paper, rows, ("data.train_subset=5000", f"max_epochs={epochs}"),
+                       tag=f"-{length}", budget="the batch-study configs (small CNN, no schedule)")
+                for prefix, paper, rows in (("", "FMNIST", EBCLR_T3_ROWS), ("MNIST ", "MNIST", EBCLR_T3_MNIST_ROWS))
+                for length, epochs in (("short", 1), ("long", 4))
             ),
-            "gpu": (Column("Fashion-MNIST", "FMNIST", EBCLR_T3_ROWS, linear_config=EBCLR_LINEAR,
-                           budget="the paper's 100 epochs, the batch-study encoders, EBCLR's "
-                           "linear protocol"),),
+            "gpu": tuple(
+                Column(name, paper, rows, linear_config=ebclr_linear(ds),
+                       budget="the paper's 100 epochs, the batch-study encoders, EBCLR's linear protocol")
+                for name, paper, ds, rows in (("Fashion-MNIST", "FMNIST", "fashionmnist", EBCLR_T3_ROWS),
+                                              ("MNIST", "MNIST", "mnist", EBCLR_T3_MNIST_ROWS))
+            ),
         },
-        # four times fewer epochs: EBCLR's short column against SimCLR's long one, batch by batch;
-        # then what the 4x longer budget gives each row
-        across=(*(Across("short", f"ebclr-b{b}", "long", f"simclr-b{b}",
-                         "the method and 4x the epochs", RECIPE + EPOCHS,
-                         family="EBCLR needs 4x fewer epochs, at every batch") for b in BATCHES),
-                *(Across("long", r.key, "short", r.key, "4x the epochs", EPOCHS)
-                  for r in EBCLR_T3_ROWS)),
+        across=(*_ebclr_t3_across(""), *_ebclr_t3_across("MNIST ")),
     ),
 ]}  # fmt: skip
 
 # what reproduce --list names but cannot run here, and why
 NOT_RUNNABLE = {
-    "ebclr-table2": "EBCLR Table 2 (transfer between datasets): needs a second dataset on the "
-    "machine and a transfer probe; only Fashion-MNIST is installed here",
     "ebclr-figures": "EBCLR Figs. 1, 3, 4 (epochs, lambda, projection dimension, rho, q0, SGLD vs "
     "MSGLD): the paper's text gives no numbers; `sweep lambda2|rho` trains their curves",
 }

@@ -667,7 +667,7 @@ def test_the_table1_baselines_constant_ema_reaches_the_model(name):
     assert updater.base_tau == updater.final_tau  # constant, not solo's 0.99 -> 1 schedule
 
 
-@pytest.mark.parametrize("dataset, rho", [("mnist", 0.4), ("fashionmnist", 0.6), ("cifar10", 0.2)])
+@pytest.mark.parametrize("dataset, rho", [("mnist", 0.4), ("fashionmnist", 0.6), ("cifar10", 0.2), ("cifar100", 0.2)])
 def test_official_configs_carry_the_reference_settings(dataset, rho):
     cfg = yaml.safe_load(Path(f"configs/ebclr/{dataset}-official.yaml").read_text())
     kw = cfg["method_kwargs"]

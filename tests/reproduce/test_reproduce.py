@@ -4,6 +4,7 @@ filled and the paper's numbers beside."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -111,8 +112,8 @@ def test_the_cpu_table1_runs_are_the_compare_runs_of_the_same_budget(tmp_path):
     from solo_hyper.run.identity import config_hash
 
     cells = campaign.plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path))
-    other = compare_plan([f"configs/pretrain/fashionmnist/{m}.yaml" for m in ("simclr", "hcl")],
-                         str(tmp_path / "runs"), 10, seeds=[0])  # fmt: skip
+    other = compare_plan([f"configs/pretrain/{ds}/{m}.yaml" for ds in ("fashionmnist", "mnist")
+                          for m in ("simclr", "hcl")], str(tmp_path / "runs"), 10, seeds=[0])  # fmt: skip
     mine = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in cells}
     theirs = {p.cfg["name"]: config_hash(p.cfg) for _, p in other.runs}
     assert mine == theirs
@@ -244,7 +245,7 @@ def test_ebclr_table3_pairs_the_batch_claims_and_the_epochs_across_columns():
     """EBCLR at 16 vs SimCLR at 128, SimCLR 16 vs 128, EBCLR 16 vs 128 inside a column; EBCLR's
     short column vs SimCLR's long one (4x fewer epochs) across the two."""
     spec = TABLES["ebclr-table3"]
-    short, long = spec.scales["cpu"]
+    short, long = spec.scales["cpu"][:2]  # Fashion-MNIST's (MNIST's: the next two)
     cells = []
     for column, level in ((short, 80.0), (long, 82.0)):
         for row in column.rows:
@@ -436,3 +437,47 @@ def test_ebclr_table1_reads_every_baseline_through_holm_adjusted_intervals():
     text = campaign.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
                              paper.load())  # fmt: skip
     assert "(linear top-1): **not resolved**: within noise against MoCo v2 (Holm-adjusted over 4" in text
+
+def test_ebclr_table2_is_runnable_and_reuses_table1s_runs(tmp_path, capsys):
+    """EBCLR's transfer table is listed as runnable; each direction's runs are Table 1's runs of
+    the source dataset (the same names and config hashes: trained once, evaluated twice)."""
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    runnable = listed.split("Not runnable here:")[0]
+    assert "ebclr-table2" in runnable and "ebclr-table2" not in listed.split("Not runnable here:")[1]
+    from solo_hyper.run.identity import config_hash
+
+    t1 = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in campaign.plan("ebclr-table1", "cpu", seeds=[0], out=str(tmp_path))}
+    t2 = campaign.plan("ebclr-table2", "cpu", seeds=[0], out=str(tmp_path))
+    assert {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in t2} == t1
+    directions = {(c.prep.cfg["data"]["dataset"], c.column.eval_dataset) for c in t2}
+    assert directions == {("mnist", "fashionmnist"), ("fashionmnist", "mnist")}
+
+
+@pytest.mark.slow
+def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_available,
+                                                        fashion_mnist_available):
+    """`reproduce ebclr-table2 --scale cpu --seeds 0 --epochs 1 --set data.train_subset=...`: both
+    directions, EBCLR and its four baselines, each probed and kNN-scored on the other dataset."""
+    out = str(tmp_path)
+    linear = tmp_path / "linear.yaml"  # a smoke-test probe (one C, few iterations), not a measurement
+    linear.write_text("protocol: logistic\nlogistic: {c_grid: [1.0], holdout: 0.2, max_iter: 50}\n"
+                      "data: {train_subset: 256, val_subset: 128}\n")  # fmt: skip
+    args = ["reproduce", "ebclr-table2", "--scale", "cpu", "--seeds", "0", "--epochs", "1",
+            "--out", out, "--linear-config", str(linear), "--quiet", "--set", *TINY,
+            "limit_train_batches=1", "limit_val_batches=1"]  # fmt: skip
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    for direction in ("MNIST->FMNIST", "FMNIST->MNIST"):
+        section = table.split(f"## {direction} ")[1].split("\n## ")[0]
+        lines = [line for line in section.splitlines()
+                 if line.startswith(("| SimCLR |", "| MoCo v2 |", "| SimSiam |", "| BYOL |", "| EBCLR |"))]  # fmt: skip
+        assert len(lines) == 5, section
+        assert all(" - |" not in line.split("(paper")[0] for line in lines), lines
+        assert "| EBCLR - BYOL | linear top-1 | 1 |" in section
+    runs = tmp_path / "runs"
+    for source, target in (("mnist", "fashionmnist"), ("fashionmnist", "mnist")):
+        for run in runs.glob(f"*-{source}-*"):
+            result = json.loads((run / f"eval-{target}.json").read_text())
+            assert result["eval_dataset"] == target and result["eval_train_images"] == 256
+            assert not (run / "eval.json").exists()  # the source's own evaluation is not made
