@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_hyper.geometry.gram import ASINH_SQRT, LINEAR, SQRT, GramForm
+from solo_hyper.geometry.gram import LINEAR, SQRT, GramForm
 from solo_hyper.geometry.lorentz import (
     lorentz_distance_form,
     lorentz_expmap0,
@@ -45,10 +45,8 @@ from solo_hyper.geometry.poincare import (
     expmap0,
     hyperbolic_float32,
     logmap0,
-    poincare_distance_factors,
-    poincare_distance_matrix,
+    poincare_distance_form,
     project,
-    sqrt_curvature,
 )
 
 __all__ = [
@@ -119,6 +117,18 @@ class Manifold(nn.Module):
     def point_dim(self, tangent_dim: int) -> int:
         """Coordinates of a point whose tangent vectors have ``tangent_dim`` components."""
         return tangent_dim
+
+    @torch.no_grad()
+    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+        """ValueError unless ``z`` is (N, P) finite points of this space (geoopt's
+        ``_check_point_on_manifold``); each space adds what lying in it means."""
+        if not isinstance(z, torch.Tensor) or z.dim() != 2:
+            shape = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
+            raise ValueError(f"{name} must be a (N, P) tensor of points, got {shape}")
+        if not bool(torch.isfinite(z).all()):
+            what = "NaN" if bool(torch.isnan(z).any()) else "Inf"
+            raise ValueError(f"{name} holds {what} values ({int((~torch.isfinite(z)).sum())} of "
+                             f"{z.numel()}): the inputs or the network gave non-finite points")  # fmt: skip
 
     # ------------------------------------------------------------------ pairwise
     def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
@@ -267,12 +277,23 @@ class PoincareBall(Manifold):
         return ball_margin(dtype)
 
     def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
-        c = self.curvature_for(x)
-        a, b = poincare_distance_factors(x, y, c)
-        return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
+        """``poincare_distance_form``: the one Poincare distance, in training and evaluation."""
+        return poincare_distance_form(x, y, self.curvature_for(x))
 
-    def distance_matrix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return poincare_distance_matrix(x, y, self.curvature_for(x))
+    @torch.no_grad()
+    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+        """Inside the ball of this curvature: norm < 1/sqrt c (to a relative 1e-6)."""
+        super().check_point(z, name)
+        if z.shape[0] == 0:
+            return
+        c = float(self.curvature)
+        radius, largest = c**-0.5, float(z.detach().double().norm(dim=1).max())
+        if not largest < radius * (1 + 1e-6):
+            raise ValueError(
+                f"{name} is not in the Poincare ball of curvature -{c:.4g}: a point of norm "
+                f"{largest:.4g} >= its radius 1/sqrt(c) = {radius:.4g} (Lorentz points (N, D+1), "
+                f"or a ball of another curvature?); {_MAP_HINT}"
+            )
 
 
 class Lorentz(Manifold):
@@ -306,10 +327,28 @@ class Lorentz(Manifold):
     def distance_form(self, x: torch.Tensor, y: torch.Tensor) -> GramForm:
         return lorentz_distance_form(x, y, self.curvature_for(x))
 
+    @torch.no_grad()
+    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+        """On the upper sheet of the hyperboloid of this curvature: <x, x>_L = -1/c (to a
+        relative 1e-3), time coordinate first and positive."""
+        super().check_point(z, name)
+        if z.shape[0] == 0:
+            return
+        c, x = float(self.curvature), z.detach().double()
+        inner = x[:, 1:].pow(2).sum(dim=1) - x[:, 0].pow(2)
+        off = float(((inner + 1 / c).abs() / (x.pow(2).sum(dim=1) + 1 / c)).max())
+        if not off < 1e-3 or not bool((x[:, 0] > 0).all()):
+            raise ValueError(
+                f"{name} is not on the hyperboloid of curvature -{c:.4g} (time coordinate first, "
+                f"<x, x>_L = -1/c = {-1 / c:.4g}; Poincare points (N, D), or another curvature?); "
+                f"{_MAP_HINT}"
+            )
+
 
 # the conformal factor of the ball at its origin: the differential of the isometry ball ->
 # hyperboloid there, which turns the ball's tangent vector v into the hyperboloid's 2v
 _BALL_TO_HYPERBOLOID = 2.0
+_MAP_HINT = "map them with the space's expmap0 (heads.SpaceProjector) and use that space"
 
 
 _SPACES: dict[str, type[Manifold]] = {

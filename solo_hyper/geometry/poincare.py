@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from solo_hyper.geometry.gram import ASINH_SQRT
+from solo_hyper.geometry.gram import ASINH_SQRT, GramForm
 
 Curvature = float | torch.Tensor
 
@@ -33,6 +33,7 @@ __all__ = [
     "mobius_add",
     "poincare_distance",
     "poincare_distance_factors",
+    "poincare_distance_form",
     "poincare_distance_matrix",
     "project",
     "sqrt_curvature",
@@ -195,28 +196,27 @@ def _conformal_denominator(sq_norm: torch.Tensor, c: Curvature) -> torch.Tensor:
 
 @hyperbolic_float32
 def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """All pairwise distances (N, M) between x (N, D) and y (M, D), from Gram matrices only.
-
-    Uses the closed form equal to Eq. 2,
+    """All pairwise distances (N, M) between x (N, D) and y (M, D): ``poincare_distance_form``'s
+    matrix (the one implementation that training and evaluation share), equal to Eq. 2 as
         d(x, y) = (1/sqrt c) arcosh(1 + 2q) = (2/sqrt c) asinh(sqrt q),
         q = c ||x - y||^2 / ((1 - c||x||^2)(1 - c||y||^2)),
-        ||x - y||^2 = ||x||^2 + ||y||^2 - 2<x, y>,
-    so memory is O(NM), never O(NMD).  The Gram form cancels for close points: the absolute
-    error of ||x - y||^2 is about eps ||x||^2 (float32: close pairs have distance noise of
-    roughly (2/sqrt c) sqrt(eps) / (1 - c||x||^2)).
+    from one Gram product, so memory is O(NM), never O(NMD). The Gram form cancels for close
+    points: the absolute error of q is about eps c ||x||^2 / (1 - c||x||^2)^2.
     """
     check_curvature(c)
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(
             f"expected x (N, D) and y (M, D), got {tuple(x.shape)} and {tuple(y.shape)}"
         )
-    x_sq = (x * x).sum(dim=1)
-    y_sq = (y * y).sum(dim=1)
-    sq_dist = (x_sq[:, None] + y_sq[None, :] - 2 * (x @ y.T)).clamp_min(0)
-    denominator = (
-        _conformal_denominator(x_sq, c)[:, None] * _conformal_denominator(y_sq, c)[None, :]
-    )
-    return (2 / sqrt_curvature(c)) * ASINH_SQRT(c * sq_dist / denominator)
+    return poincare_distance_form(x, y, c).matrix()
+
+
+def poincare_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> GramForm:
+    """The distance of every pair as scale * asinh(sqrt(a @ b.T)) (``poincare_distance_factors``):
+    what the losses' fused and chunked paths evaluate blockwise and ``.matrix()`` evaluates whole
+    (``PoincareBall.distance_form`` and ``distance_matrix``, the kNN, the disk map)."""
+    a, b = poincare_distance_factors(x, y, c)
+    return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
 
 
 def poincare_distance_factors(

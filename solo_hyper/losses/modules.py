@@ -8,7 +8,7 @@
 Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Points
 that do not lie in the loss's space (a Lorentz (N, D+1) point given to the Poincare loss, a
 ball of another curvature, a wrong shape) are a ValueError naming the fix, not a finite loss
-of the wrong geometry (``check_points=False`` skips the check, one norm per row). Torch only,
+of the wrong geometry (the space's ``check_point``; ``check_points=False`` skips it). Torch only,
 no solo-learn or Lightning.
 """
 
@@ -24,46 +24,7 @@ from solo_hyper.losses.contrastive import contrastive_loss
 from solo_hyper.losses.ebclr import ebclr_loss
 from solo_hyper.losses.infonce import check_chunk_size, check_temperature
 
-__all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss", "check_points"]
-
-
-_HINT = "map them with the space's expmap0 (heads.SpaceProjector) and give the loss that space"
-
-
-@torch.no_grad()
-def check_points(space: Manifold, z: Tensor, name: str = "z") -> None:
-    """ValueError unless ``z`` is (N, P) points of ``space``: inside the Poincare ball of its
-    curvature (norm < 1/sqrt c), on the hyperboloid (<x, x>_L = -1/c, time first)."""
-    if not isinstance(z, Tensor) or z.dim() != 2:
-        shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
-        raise ValueError(f"{name} must be a (N, P) tensor of points, got {shape}")
-    if not bool(torch.isfinite(z).all()):
-        what = "NaN" if bool(torch.isnan(z).any()) else "Inf"
-        raise ValueError(f"{name} holds {what} values ({int((~torch.isfinite(z)).sum())} of "
-                         f"{z.numel()}): the inputs or the network gave non-finite points")  # fmt: skip
-    if z.shape[0] == 0 or space.name not in ("poincare", "lorentz"):
-        return
-    c = float(space.curvature)
-    x = z.detach().double()
-    if space.name == "poincare":
-        radius = c**-0.5
-        largest = float(x.norm(dim=1).max())
-        if not largest < radius * (1 + 1e-6):
-            raise ValueError(
-                f"{name} is not in the Poincare ball of curvature -{c:.4g}: a point of norm "
-                f"{largest:.4g} >= its radius 1/sqrt(c) = {radius:.4g} (Lorentz points (N, D+1), "
-                f"or a ball of another curvature?); {_HINT}"
-            )
-        return
-    inner = x[:, 1:].pow(2).sum(dim=1) - x[:, 0].pow(2)
-    scale = x.pow(2).sum(dim=1) + 1 / c
-    off = float(((inner + 1 / c).abs() / scale).max())
-    if not off < 1e-3 or not bool((x[:, 0] > 0).all()):
-        raise ValueError(
-            f"{name} is not on the hyperboloid of curvature -{c:.4g} (time coordinate first, "
-            f"<x, x>_L = -1/c = {-1 / c:.4g}; Poincare points (N, D), or another curvature?); "
-            f"{_HINT}"
-        )
+__all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss"]
 
 
 class _SpaceLoss(nn.Module):
@@ -87,7 +48,7 @@ class _SpaceLoss(nn.Module):
     def check_inputs(self, **points: Tensor) -> None:
         if self.check:
             for name, z in points.items():
-                check_points(self.space, z, name)
+                self.space.check_point(z, name)
 
 
 class InfoNCELoss(_SpaceLoss):

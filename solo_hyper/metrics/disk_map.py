@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.geometry import expmap0, poincare_distance_matrix, project
+from solo_hyper.geometry import make_space
 from solo_hyper.metrics.threads import single_thread
 
 
@@ -48,9 +48,11 @@ def fit_disk(
     mask = ~torch.eye(d.shape[0], dtype=torch.bool)
     total = (d[mask] ** 2).sum()
 
+    disk = make_space("poincare", curvature)  # the space's own maps and distance, as training's
+
     def stress() -> torch.Tensor:
-        x = project(expmap0(v, curvature), curvature)
-        return ((poincare_distance_matrix(x, x, curvature) - d)[mask] ** 2).sum() / total
+        x = disk.expmap0(v)
+        return ((disk.distance_matrix(x, x) - d)[mask] ** 2).sum() / total
 
     with single_thread():
         for _ in range(steps):
@@ -59,5 +61,4 @@ def fit_disk(
             loss.backward()
             optimiser.step()
     with torch.no_grad():
-        x = project(expmap0(v, curvature), curvature)
-        return x, float(stress().sqrt())
+        return disk.expmap0(v), float(stress().sqrt())
