@@ -4,7 +4,8 @@
 - ``loading``: YAML files, overrides, merging and the one key checker every schema uses;
 - ``devices``: the one device resolver (evaluation devices, Trainer accelerator/devices);
 - ``schema``: ``Schema`` (defaults tree, free-form paths, value check; ``load`` is every command's
-  entry) and ``method_schema`` (a method's section from its declared ``ARGS`` and ``check_args``);
+  entry) and ``method_schema`` (a method's section: its objective's ``Args`` dataclass gives the
+  keys and defaults, ``check_args`` the check);
 - ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``) and its value checks.
 The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
 ``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.

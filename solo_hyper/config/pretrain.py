@@ -112,9 +112,9 @@ SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFA
 
 
 def crop_entries(cfg: dict) -> list[dict]:
-    """The config's crop entries completed with their defaults (``augment.DEFAULT_CROP``), the
-    one place they are read from; the config itself keeps the entries as written (its hash, the
-    run's identity, is of what was written)."""
+    """The config's crop entries completed with their defaults (``augment.with_defaults``, which
+    the augmentation also applies to the entries it is given); the config itself keeps the
+    entries as written (its hash, the run's identity, is of what was written)."""
     return [with_defaults(e) for e in cfg["augmentations"]]
 
 

@@ -5,7 +5,7 @@ free-form mappings, and a value check. ``Schema.load`` is the single entry of ev
 ``defaults < YAML < dotted.key=value overrides``, the keys checked (closest-name hints), the
 defaults merged in, then the values checked; what comes out is complete and valid. The schemas:
 ``config.pretrain.PRETRAIN``, ``evaluation.linear.LINEAR``, ``evaluation.robust.ROBUST``, and each
-method's section built from its declared ``ARGS`` and ``check_args`` (``method_schema``).
+method's section built from its objective's ``Args`` dataclass and ``check_args`` (``method_schema``).
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ class Schema:
 
 
 def method_schema(method: str, args: dict[str, Any], check_args=None) -> Schema:
-    """A method's ``method_kwargs`` section: its declared ``ARGS`` are the keys and defaults, its
-    ``check_args`` (ValueError with a message) the value check."""
+    """A method's ``method_kwargs`` section: ``args`` (its objective's ``Args`` defaults, or a
+    baseline's published ones) are the keys and defaults, ``check_args`` (ValueError with a
+    message) the value check."""
 
     def check(section: dict) -> None:
         if check_args is not None:

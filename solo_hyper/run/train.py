@@ -1,7 +1,9 @@
 """Pretraining from a config: validation first, then data, model, callbacks and a Lightning run.
 
-Everything that can be wrong with a config is found by ``prepare`` before any data is loaded or
-any model built (paths, devices, a checkpoint to start from, loggers). ``pretrain`` then looks at
+``prepare`` checks the config itself, on any machine (keys and types, the method's arguments, crops,
+backbone, the method's whole-config checks); ``pretrain`` starts with ``check_environment``, the
+checks against this machine (data paths, devices, loggers' packages, a checkpoint to start from),
+before any data is loaded or any model built. ``pretrain`` then looks at
 the run directory first (``plan_run``): a finished run of the same config reports its stored
 results and writes nothing; an unfinished one resumes from its newest checkpoint; a run of
 another config is refused with the keys that differ. A run that trained writes ``result.json``

@@ -1,8 +1,8 @@
 """This plugin's run config (``solo_hyper.config``) in solo-learn main's config layout.
 
-Pure Python (plain dicts in, plain dicts out): the v2 adapter turns the result into the OmegaConf
-``cfg`` that solo main's methods are built from, and it can be checked without solo main
-installed. The layout is the one solo main's ``BaseMethod`` reads (``backbone.name``,
+Plain dicts in, plain dicts out (it imports solo-learn only through ``solo.baselines`` and
+``solo.common``): the v2 adapter turns the result into the OmegaConf ``cfg`` that solo main's
+methods are built from. The layout is the one solo main's ``BaseMethod`` reads (``backbone.name``,
 ``data.dataset``/``num_classes``/``num_large_crops``/``num_small_crops``, ``optimizer.*``,
 ``scheduler.*``, ``knn_eval.*``, ``method_kwargs``, ``max_epochs``, ...) plus this plugin's keys
 ``data.augment_on_device``, ``data.mean``/``data.std`` and ``backbone.cifar_stem``.

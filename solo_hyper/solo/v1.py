@@ -1,6 +1,7 @@
 """Adapter for solo-learn 1.0.2 (PyPI; argparse kwargs API, pytorch-lightning 1.9).
 
-The only module (with its twin for solo-learn's GitHub main) that imports solo-learn. It supplies:
+One of the modules of ``solo_hyper/solo/`` (the plugin's only door to solo-learn) that import
+solo-learn; its twin ``v2.py`` serves solo-learn's GitHub main. It supplies:
 - ``PluginBase``: solo's ``BaseMethod`` plus this plugin's backbones and the kornia augmentation
   run in ``on_after_batch_transfer``; mixed under any solo method by ``plugin_class``;
 - ``ObjectiveMethod``: the one solo-learn method class of this plugin's methods (any objective,

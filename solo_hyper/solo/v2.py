@@ -1,8 +1,7 @@
 """Adapter for solo-learn's GitHub main (Hydra/OmegaConf config API, lightning 2.1).
 
 The twin of ``v1.py`` with the same names and the same method contract, so that method files do
-not know which solo-learn runs them. Differences from 1.0.2 that it absorbs (reference section
-5.2): methods are built from one OmegaConf ``cfg`` (``__init__(cfg)``, arguments under
+not know which solo-learn runs them. Differences from 1.0.2 that it absorbs: methods are built from one OmegaConf ``cfg`` (``__init__(cfg)``, arguments under
 ``cfg.method_kwargs``, checked by ``add_and_assert_specific_cfg``); the backbone is
 ``self.backbone`` (``encoder`` stays available as an alias); solo's base training step runs
 ``self(X)``, so the per-crop projections come back in ``out["z"]``; parameter groups are named.
