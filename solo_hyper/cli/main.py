@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", nargs="?", default=None, help="e.g. hcl-table1")
     p.add_argument("--list", action="store_true", help="the tables, their claims and budgets")
     p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu",
-                   help="cpu: Fashion-MNIST, small CNN; gpu: the paper's recipe")  # fmt: skip
+                   help="cpu: Fashion-MNIST and MNIST, small CNN; gpu: the paper's recipe")  # fmt: skip
     p.add_argument("--seeds", nargs="+", default=None, metavar="SEED", help="default: 0 1 2")
     p.add_argument("--epochs", type=int, default=None, help="every run's max_epochs")
     p.add_argument("--out", default="results/reproduce", help="runs in OUT/runs, tables in OUT")
