@@ -31,7 +31,7 @@ def test_readme_ebclr_loop_trains_with_the_replay_buffer_and_msgld():
     code = readme_block("buffer.initialize(noise)")
     assert len([ln for ln in code.splitlines() if ln.strip()]) <= 20
     exec(compile(code, "README.md (EBCLR in plain PyTorch)", "exec"), scope)
-    assert torch.isfinite(scope["loss"]) and {"disc", "gen"} <= set(scope["parts"])
+    assert torch.isfinite(scope["loss"]) and scope["loss"].dim() == 0
     buffer = scope["buffer"]
     assert float(buffer.counts.max()) > buffer.init_count  # chains were drawn and counted
     assert torch.equal(buffer.samples[scope["slots"][-1]], scope["x_sgld"][-1])  # written back
@@ -54,7 +54,7 @@ def test_the_loss_takes_the_heads_space_and_not_also_a_curvature():
     assert loss.space is space
     z = space.expmap0(torch.randn(8, 4))
     ids = torch.arange(4).repeat(2)
-    torch.testing.assert_close(loss(z), contrastive_loss(z, ids, 0.2, space=space))
+    torch.testing.assert_close(loss(z[:4], z[4:]), contrastive_loss(z, ids, 0.2, space=space))
     with pytest.raises(ValueError, match="head's space, or curvature/geometry.*not both"):
         HyperbolicInfoNCELoss(space=space, curvature=0.3)
     with pytest.raises(ValueError, match="needs a hyperbolic space"):
@@ -68,19 +68,23 @@ def test_points_outside_the_losses_space_are_refused():
     ball = make_space("poincare", 0.5)
     z = ball.expmap0(v)
     poincare_loss = HyperbolicInfoNCELoss(space=ball)
-    assert torch.isfinite(poincare_loss(z))
+    assert torch.isfinite(poincare_loss(z, z.flip(0)))
     lorentz_points = poincare_to_lorentz(z, 0.5)  # (N, D+1)
     with pytest.raises(ValueError, match="not in the Poincare ball of curvature -0.5.*Lorentz"):
-        poincare_loss(lorentz_points)
+        poincare_loss(lorentz_points, lorentz_points)
     wider = make_space("poincare", 0.05).expmap0(3 * v)  # radius 4.5 > the loss's 1.41
     with pytest.raises(ValueError, match="norm .* >= its radius"):
-        poincare_loss(wider)
+        poincare_loss(wider, wider)
     lorentz_loss = HyperbolicInfoNCELoss(space=make_space("lorentz", 0.5))
-    assert torch.isfinite(lorentz_loss(lorentz_points))
+    assert torch.isfinite(lorentz_loss(lorentz_points, lorentz_points.flip(0)))
     with pytest.raises(ValueError, match="not on the hyperboloid of curvature -0.5"):
-        lorentz_loss(torch.cat([z, z[:, :1]], dim=1))  # Poincare coordinates padded to D+1
-    with pytest.raises(ValueError, match=r"must be a \(N, P\) tensor of points, got \(8,\)"):
-        InfoNCELoss()(z[:, 0])
+        padded = torch.cat([z, z[:, :1]], dim=1)  # Poincare coordinates padded to D+1
+        lorentz_loss(padded, padded)
+    with pytest.raises(ValueError, match=r"out0 must be a \(N, P\) tensor of points, got \(8,\)"):
+        InfoNCELoss()(z[:, 0], z[:, 0])
+    with pytest.raises(ValueError, match="out0 and out1 are the two views of one batch"):
+        InfoNCELoss()(z, z[:4])
     with pytest.raises(ValueError, match="z_sgld is not in the Poincare ball"):
         EBCLRLoss(space=ball)(z, z, lorentz_points)
-    assert torch.isfinite(HyperbolicInfoNCELoss(space=ball, check_points=False)(lorentz_points))
+    unchecked = HyperbolicInfoNCELoss(space=ball, check_points=False)
+    assert torch.isfinite(unchecked(lorentz_points, lorentz_points))

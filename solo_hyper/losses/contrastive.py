@@ -36,6 +36,7 @@ def contrastive_loss(
     *,
     fused: bool = True,
     chunk_size: int | Literal["auto"] | None = None,
+    gather_distributed: bool = True,
 ) -> torch.Tensor:
     """Mean over anchors i with at least one positive of
 
@@ -54,7 +55,8 @@ def contrastive_loss(
         take a quarter of the device's free memory) for blocks of K anchors, the same values
         and gradients in O(K M) memory.
     Anchors without positives are left out; if no anchor has one the loss is 0 (still attached
-    to the graph). Under torch.distributed (the gather rule of every loss here) the local rows
+    to the graph). Under torch.distributed with ``gather_distributed`` (the gather rule of every
+    loss here; False: each rank's rows only) the local rows
     are the anchors and every rank's rows (gathered with gradients) are the candidates, so all
     ranks must pass the same M.
     The math runs in float32 even under autocast (float64 stays float64). ``fused=False`` is
@@ -66,9 +68,9 @@ def contrastive_loss(
 
     with torch.autocast(device_type=z.device.type, enabled=False):
         z = upcast_half(z)
-        z_all = gather_with_grad(z)
-        targets_all = gather_with_grad(targets)
-        offset = rank() * z.shape[0]
+        gather = gather_with_grad if gather_distributed else (lambda t: t)
+        z_all, targets_all = gather(z), gather(targets)
+        offset = rank() * z.shape[0] if gather_distributed else 0
         form = space.similarity_form(z, z_all).scaled(1 / temperature)
         if not fused:
             return info_nce_reference(form, targets, targets_all, offset)

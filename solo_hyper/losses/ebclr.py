@@ -126,6 +126,7 @@ def ebclr_loss(
     *,
     regularised: Sequence[Tensor] | None = None,
     chunk_size: int | str | None = None,
+    gather_distributed: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """EBCLR objective L = L_disc + lambda2 * L_gen (official defaults tau=0.1, l1=1e-3, l2=0.1).
 
@@ -137,7 +138,8 @@ def ebclr_loss(
     lambda1 * l2), "l2" (unweighted), "logq_data" (mean log q(v1)) and "logq_sgld" (mean
     log q(x~)). Gradients flow into all inputs (z2 through both terms, as in the official code).
 
-    Under torch.distributed (the gather rule of ``contrastive_loss`` too) the local views are
+    Under torch.distributed with ``gather_distributed`` (the gather rule of ``contrastive_loss``
+    too; False: each rank's views only, as a single process) the local views are
     anchors against the gathered views of all ranks (negatives and log q references), and the
     lambda1 sum counts the local rows world_size times, so that the ranks' mean loss equals the
     single-process loss on the whole batch.
@@ -161,7 +163,7 @@ def ebclr_loss(
     with torch.autocast(device_type=z1.device.type, enabled=False):
         z1f, z2f, zsf = _upcast(z1), _upcast(z2), _upcast(z_sgld)
         b, dim = z1.shape
-        world = world_size()
+        world = world_size() if gather_distributed else 1
         views = torch.cat([z1f, z2f])
         ids = torch.arange(b, device=z1.device).repeat(2)
         if world > 1:

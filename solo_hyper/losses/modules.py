@@ -3,7 +3,7 @@
     space = make_space("poincare", 0.1)
     head = SpaceProjector(mlp_projector(512, 2048, 128), space)
     criterion = HyperbolicInfoNCELoss(temperature=0.2, space=space)   # the head's space, once
-    loss = criterion(torch.cat([head(f1), head(f2)]))          # ids: the two views pair up
+    loss = criterion(head(f1), head(f2))                        # row i of each: two views
 
 Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Points
 that do not lie in the loss's space (a Lorentz (N, D+1) point given to the Poincare loss, a
@@ -29,11 +29,13 @@ __all__ = ["EBCLRLoss", "HyperbolicInfoNCELoss", "InfoNCELoss"]
 
 class _SpaceLoss(nn.Module):
     """What every loss module holds: a checked temperature, its space (default the sphere), the
-    chunk size of the blockwise path and whether inputs are checked to lie in the space."""
+    chunk size of the blockwise path, whether inputs are checked to lie in the space, and
+    whether candidates are gathered across ranks under torch.distributed (``gather_distributed``,
+    default True as the solo-learn methods do; False, lightly's default: each rank's rows only)."""
 
     def __init__(
         self, temperature: float, space: Manifold | None, chunk_size: int | str | None,
-        check: bool = True,
+        check: bool = True, gather_distributed: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
         check_temperature(temperature)
@@ -44,6 +46,7 @@ class _SpaceLoss(nn.Module):
         self.space = space if space is not None else Sphere()
         self.chunk_size = chunk_size
         self.check = bool(check)
+        self.gather_distributed = bool(gather_distributed)
 
     def check_inputs(self, **points: Tensor) -> None:
         if self.check:
@@ -51,13 +54,21 @@ class _SpaceLoss(nn.Module):
                 self.space.check_point(z, name)
 
 
+def _two_views(out0: Tensor, out1: Tensor) -> None:
+    if out0.shape != out1.shape:
+        raise ValueError(
+            f"out0 and out1 are the two views of one batch and must have the same shape, got "
+            f"{tuple(out0.shape)} and {tuple(out1.shape)}"
+        )
+
+
 class InfoNCELoss(_SpaceLoss):
     """InfoNCE / SupCon (mean over positives) with logits space.similarity / temperature.
 
-    forward(z, targets=None): z (2B, P) points of ``space``, the first B rows one view and the
-    last B the other (targets None: instance ids pair row i with row i + B), or any stacking
-    with integer ``targets`` (class labels give SupCon). ``chunk_size``: see
-    ``contrastive_loss`` (blocks of K anchors, O(K M) memory).
+    forward(out0, out1, labels=None) -> scalar loss: out0[i] and out1[i] (B, P) are points of
+    ``space`` of two views of image i (lightly's shape); ``labels`` (B,) class ids make the
+    views of one class positives (SupCon). ``chunk_size``: see ``contrastive_loss`` (blocks of
+    K anchors, O(K M) memory).
     """
 
     def __init__(
@@ -66,25 +77,26 @@ class InfoNCELoss(_SpaceLoss):
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
         check_points: bool = True,
+        gather_distributed: bool = True,
     ) -> None:
-        super().__init__(temperature, space, chunk_size, check_points)
+        super().__init__(temperature, space, chunk_size, check_points, gather_distributed)
 
-    def forward(self, z: Tensor, targets: Tensor | None = None) -> Tensor:
-        self.check_inputs(z=z)
-        if targets is None:
-            if z.shape[0] % 2:
-                raise ValueError(f"without targets z must stack two views (even rows), got {z.shape[0]}")
-            targets = torch.arange(z.shape[0] // 2, device=z.device).repeat(2)
+    def forward(self, out0: Tensor, out1: Tensor, labels: Tensor | None = None) -> Tensor:
+        self.check_inputs(out0=out0, out1=out1)
+        _two_views(out0, out1)
+        ids = torch.arange(out0.shape[0], device=out0.device) if labels is None else labels
         return contrastive_loss(
-            z, targets, self.temperature, space=self.space, chunk_size=self.chunk_size
-        )
+            torch.cat([out0, out1]), ids.repeat(2), self.temperature, space=self.space,
+            chunk_size=self.chunk_size, gather_distributed=self.gather_distributed,
+        )  # fmt: skip
 
 
 class HyperbolicInfoNCELoss(InfoNCELoss):
     """HCL's loss (Eq. 6 / Eq. 8): InfoNCE with -d(z_i, z_j)/temperature on the Poincare ball
-    (``geometry="lorentz"``: the hyperboloid) of curvature -c; z are points of that space (e.g.
-    from ``heads.SpaceProjector``). Pass the head's ``space`` (one curvature for both, a learnt
-    one included), or ``curvature``/``geometry`` to build one (default: Poincare, c = 0.1)."""
+    (``geometry="lorentz"``: the hyperboloid) of curvature -c; out0, out1 are points of that
+    space (e.g. from ``heads.SpaceProjector``). Pass the head's ``space`` (one curvature for
+    both, a learnt one included), or ``curvature``/``geometry`` to build one (default: Poincare,
+    c = 0.1)."""
 
     def __init__(
         self,
@@ -95,6 +107,7 @@ class HyperbolicInfoNCELoss(InfoNCELoss):
         chunk_size: int | str | None = None,
         space: Manifold | None = None,
         check_points: bool = True,
+        gather_distributed: bool = True,
     ) -> None:
         if space is not None:
             if curvature is not None or geometry is not None or learnable_curvature:
@@ -107,14 +120,15 @@ class HyperbolicInfoNCELoss(InfoNCELoss):
         else:
             c = 0.1 if curvature is None else curvature
             space = make_space(geometry or "poincare", c, learnable_curvature)
-        super().__init__(temperature, space, chunk_size, check_points)
+        super().__init__(temperature, space, chunk_size, check_points, gather_distributed)
 
 
 class EBCLRLoss(_SpaceLoss):
     """EBCLR's L_disc + lambda2 * L_gen (Kim & Ye 2022); see ``losses.ebclr.ebclr_loss``.
 
-    forward(z1, z2, z_sgld, regularised=None) -> (loss, parts): projections (points of
-    ``space``, default the sphere, the paper's energy) of both views and of the SGLD samples.
+    forward(out0, out1, z_sgld, regularised=None) -> scalar loss: projections (points of
+    ``space``, default the sphere, the paper's energy) of both views and of the SGLD samples;
+    ``components`` (same arguments) -> (loss, parts), the diagnostics of ``ebclr_loss``.
     """
 
     def __init__(
@@ -125,17 +139,25 @@ class EBCLRLoss(_SpaceLoss):
         space: Manifold | None = None,
         chunk_size: int | str | None = None,
         check_points: bool = True,
+        gather_distributed: bool = True,
     ) -> None:
-        super().__init__(temperature, space, chunk_size, check_points)
+        super().__init__(temperature, space, chunk_size, check_points, gather_distributed)
         if lambda1 < 0 or lambda2 < 0:
             raise ValueError(f"lambda1 and lambda2 must be >= 0, got {lambda1}, {lambda2}")
         self.lambda1, self.lambda2 = lambda1, lambda2
 
-    def forward(
-        self, z1: Tensor, z2: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
+    def components(
+        self, out0: Tensor, out1: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        self.check_inputs(z1=z1, z2=z2, z_sgld=z_sgld)
+        """(loss, parts): the loss and its detached parts (``ebclr_loss``'s "disc", "gen", ...)."""
+        self.check_inputs(out0=out0, out1=out1, z_sgld=z_sgld)
         return ebclr_loss(
-            z1, z2, z_sgld, self.temperature, self.lambda1, self.lambda2, self.space,
+            out0, out1, z_sgld, self.temperature, self.lambda1, self.lambda2, self.space,
             regularised=regularised, chunk_size=self.chunk_size,
+            gather_distributed=self.gather_distributed,
         )  # fmt: skip
+
+    def forward(
+        self, out0: Tensor, out1: Tensor, z_sgld: Tensor, regularised: Sequence[Tensor] | None = None
+    ) -> Tensor:
+        return self.components(out0, out1, z_sgld, regularised)[0]

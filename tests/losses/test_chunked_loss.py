@@ -195,15 +195,23 @@ def test_module_losses_equal_the_functions():
     hyperbolic = HyperbolicInfoNCELoss(temperature=0.2, curvature=0.3, geometry="lorentz")
     z = map_to_space(v, hyperbolic.space)
     want = contrastive_loss(z, ids, 0.2, space=make_space("lorentz", 0.3))
-    torch.testing.assert_close(hyperbolic(z), want)
-    torch.testing.assert_close(hyperbolic(z, ids), want)
+    torch.testing.assert_close(hyperbolic(z[:6], z[6:]), want)
+    labels = torch.tensor([0, 1, 0, 1, 2, 2])  # SupCon: the views of one class are positives
+    torch.testing.assert_close(
+        hyperbolic(z[:6], z[6:], labels),
+        contrastive_loss(z, labels.repeat(2), 0.2, space=make_space("lorentz", 0.3)),
+    )
     sphere = InfoNCELoss(0.5)
-    torch.testing.assert_close(sphere(v), contrastive_loss(v, ids, 0.5, make_space("sphere")))
+    torch.testing.assert_close(sphere(v[:6], v[6:]), contrastive_loss(v, ids, 0.5, make_space("sphere")))
     ebclr = EBCLRLoss(0.1, space=make_space("poincare", 0.1), chunk_size=4)
     zs = map_to_space(v[:4], ebclr.space)
-    loss, parts = ebclr(z[:6, 1:], z[6:, 1:], zs)
-    want_loss, _ = ebclr_loss(z[:6, 1:], z[6:, 1:], zs, 0.1, space=make_space("poincare", 0.1))
+    loss = ebclr(z[:6, 1:], z[6:, 1:], zs)
+    want_loss, want_parts = ebclr_loss(z[:6, 1:], z[6:, 1:], zs, 0.1, space=make_space("poincare", 0.1))
     torch.testing.assert_close(loss, want_loss)
+    assert loss.dim() == 0
+    same, parts = ebclr.components(z[:6, 1:], z[6:, 1:], zs)
+    torch.testing.assert_close(same, want_loss)
+    assert parts.keys() == want_parts.keys()
     with pytest.raises(ValueError, match="temperature"):
         HyperbolicInfoNCELoss(temperature=0.0)
     with pytest.raises(ValueError, match="curvature"):

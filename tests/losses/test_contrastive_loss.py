@@ -336,6 +336,10 @@ def _ddp_worker(rank: int, port: int, z: torch.Tensor, targets: torch.Tensor, qu
             )
             loss.backward()
             out[fused] = (loss.item(), local.grad.tolist())
+        # gather_distributed=False (lightly's default): each rank's rows only
+        out["local"] = contrastive_loss(
+            z[rows], targets[rows], 0.3, make_space("poincare", 0.6), gather_distributed=False
+        ).item()
         dist.destroy_process_group()
         queue.put((rank, out))
     except Exception:  # surface the worker's error in the test
@@ -368,6 +372,10 @@ def test_ddp_anchors_are_local_rows_and_gradients_sum_over_ranks() -> None:
     ]
     (grad,) = torch.autograd.grad(sum(losses), zr)
     for rank in range(2):
+        alone = contrastive_loss(z[6 * rank : 6 * rank + 6], targets[6 * rank : 6 * rank + 6], 0.3,
+                                 make_space("poincare", 0.6))  # fmt: skip
+        assert results[rank]["local"] == pytest.approx(alone.item(), rel=1e-12)
+        assert results[rank]["local"] != pytest.approx(results[rank][True][0], rel=1e-6)
         for fused in (True, False):
             loss, local_grad = results[rank][fused]
             assert loss == pytest.approx(losses[rank].item(), rel=1e-10)

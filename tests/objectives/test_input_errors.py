@@ -76,15 +76,15 @@ def points(n: int = 8) -> torch.Tensor:
     "loss, z, message",
     [
         (HyperbolicInfoNCELoss(0.2, curvature=1.0), points().index_fill(0, torch.tensor([2]), float("nan")),
-         r"z holds NaN values \(4 of 32\)"),
+         r"out0 holds NaN values \(4 of 32\)"),
         (HyperbolicInfoNCELoss(0.2, curvature=1.0), points().index_fill(0, torch.tensor([0]), float("inf")),
-         r"z holds Inf values"),
-        (InfoNCELoss(0.2), points().index_fill(0, torch.tensor([2]), float("nan")), r"z holds NaN values"),
+         r"out0 holds Inf values"),
+        (InfoNCELoss(0.2), points().index_fill(0, torch.tensor([2]), float("nan")), r"out0 holds NaN values"),
     ],
 )  # fmt: skip
 def test_loss_modules_name_non_finite_points(loss, z, message):
     with pytest.raises(ValueError, match=message):
-        loss(z, torch.arange(8) % 4)
+        loss(z, points(), torch.arange(8) % 4)
 
 
 # (override, message): budgets that would train nothing and report numbers as if they had
