@@ -81,10 +81,11 @@ def _knn(args: argparse.Namespace) -> None:
 
     r = knn_eval(
         args.checkpoint, args.k, args.temperature, args.delta_points, args.train_subset,
-        args.val_subset, args.device, progress=not args.quiet,
+        args.val_subset, args.device, progress=not args.quiet, eval_dataset=args.eval_dataset,
     )  # fmt: skip
     print(markdown(r))
-    print(f"written: knn.json, knn.md next to {r['checkpoint']}")
+    stem = "knn" if args.eval_dataset is None else f"knn-{r['eval_dataset']}"
+    print(f"written: {stem}.json, {stem}.md next to {r['checkpoint']}")
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -253,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--val-subset", type=int, default=None, help="default: the run's")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _eval_dataset_arg(p)
     p.set_defaults(func=_knn)
 
     p = sub.add_parser("sweep", help="train and evaluate configs over the values of one key")

@@ -25,8 +25,10 @@ from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
     EVAL_BATCH,
     Embeddings,
+    check_eval_dataset,
     hyperbolic_space,
     run_embeddings,
+    transfer_config,
 )
 from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import progress_line
@@ -216,9 +218,13 @@ def knn_eval(
     device: str = "auto",
     batch_size: int = EVAL_BATCH,
     progress: bool = True,
+    eval_dataset: str | None = None,
 ) -> dict:
-    """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md."""
+    """The ``knn`` command: embeds the run's splits, evaluates, writes knn.json/.md
+    (``eval_dataset``: another dataset's splits, standardised with the run's statistics, the
+    transfer protocol of ``protocol.evaluate_run``; knn-<dataset>.json/.md)."""
     check_ks(ks)
+    check_eval_dataset(eval_dataset)
     if not temperature > 0:
         raise ConfigError(f"--temperature must be > 0, got {temperature}")
     if delta_points < 4:
@@ -228,7 +234,8 @@ def knn_eval(
             raise ConfigError(f"{name} must be a positive integer, got {n}")
     dev = resolve_device(device, "--device")
     start = time.perf_counter()
-    model, cfg, ckpt = load_pretrained(checkpoint)
+    model, run_cfg, ckpt = load_pretrained(checkpoint)
+    cfg = transfer_config(run_cfg, eval_dataset)
     model.to(dev)
     overrides = {k: v for k, v in (("train_subset", train_subset), ("val_subset", val_subset)) if v}
     train, test = run_embeddings(
@@ -244,9 +251,11 @@ def knn_eval(
             checkpoint=ckpt, report=progress_line("knn") if progress else None,
         ),  # fmt: skip
     }
+    result["eval_dataset"] = cfg["data"]["dataset"]
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     run_dir = Path(ckpt["_path"]).parent
-    set_aside([run_dir / "knn.json", run_dir / "knn.md"])
-    write_json_atomic(run_dir / "knn.json", result)
-    write_text_atomic(run_dir / "knn.md", markdown(result))
+    stem = "knn" if cfg is run_cfg else f"knn-{cfg['data']['dataset']}"
+    set_aside([run_dir / f"{stem}.json", run_dir / f"{stem}.md"])
+    write_json_atomic(run_dir / f"{stem}.json", result)
+    write_text_atomic(run_dir / f"{stem}.md", markdown(result))
     return result

@@ -82,5 +82,11 @@ def test_transfer_through_the_commands_and_a_bad_target(fmnist_run, capsys):
     assert "on mnist" in capsys.readouterr().out
     result = json.loads((fmnist_run / "linear-mnist.json").read_text())
     assert result["eval_dataset"] == "mnist" and result["linear_train_images"] == 512
+    code = main(["knn", "--checkpoint", str(fmnist_run), "--k", "5", "--delta-points", "50",
+                 "--train-subset", "256", "--val-subset", "128", "--quiet", "--eval-dataset", "mnist"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    knn = json.loads((fmnist_run / "knn-mnist.json").read_text())
+    assert (knn["eval_dataset"], knn["train_images"], knn["test_images"]) == ("mnist", 256, 128)
+    assert knn["knn_coarse_top1"] is None and not (fmnist_run / "knn.json").exists()
     with pytest.raises(ConfigError, match="'mnst'.*did you mean 'mnist'"):
         protocol.evaluate_run(fmnist_run, linear_config_path=LINEAR, eval_dataset="mnst")
