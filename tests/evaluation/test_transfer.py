@@ -90,3 +90,14 @@ def test_transfer_through_the_commands_and_a_bad_target(fmnist_run, capsys):
     assert knn["knn_coarse_top1"] is None and not (fmnist_run / "knn.json").exists()
     with pytest.raises(ConfigError, match="'mnst'.*did you mean 'mnist'"):
         protocol.evaluate_run(fmnist_run, linear_config_path=LINEAR, eval_dataset="mnst")
+
+
+def test_compare_checks_the_target_before_training_and_its_legend_names_the_transfer(tmp_path, capsys):
+    from solo_hyper.evaluation.compare import notes
+
+    code = main(["compare", "--configs", "configs/pretrain/fashionmnist/simclr.yaml", "--out",
+                 str(tmp_path / "out"), "--eval-dataset", "mnst", "--set", "checkpoint.dir=" + str(tmp_path)])  # fmt: skip
+    assert code == 2 and "did you mean 'mnist'" in capsys.readouterr().err
+    assert not any(tmp_path.glob("*simclr*"))  # nothing trained
+    legend = notes([{"dataset": "fashionmnist", "eval_dataset": "mnist", "linear_acc1": 80.0}])
+    assert "transfer fashionmnist -> mnist" in legend and "first's statistics" in legend
