@@ -359,6 +359,11 @@ class ObjectiveMethodMixin:
     def project(self, feats: torch.Tensor) -> torch.Tensor:
         return self.projector(feats)
 
+    def forward(self, X: torch.Tensor, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """solo's forward (backbone features, online-classifier logits) plus the head's ``z``."""
+        out = super().forward(X, *args, **kwargs)
+        return {**out, "z": self.project(out["feats"])}
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Backbone features of a batch that solo's step does not encode (EBCLR's SGLD samples),
         as solo's forward computes them (solo main: channels-last input)."""
@@ -474,6 +479,31 @@ def scaled_lr(cfg: dict) -> float:
         n_dev = training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
         lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
     return lr
+
+
+def method_info(
+    name: str, plugin_class: Callable[[type], type], baseline_defaults: Callable[[type], dict]
+) -> MethodInfo:
+    """What the entry validates method ``name``'s config with: this plugin's methods declare
+    their arguments (the objective's dataclass), solo's bundled methods have theirs from the
+    adapter's ``baseline_defaults`` (solo's published values)."""
+    if name in PLUGIN_METHODS:
+        return plugin_method_info(name, METHODS[name])
+    cls = plugin_class(METHODS[name])
+    return baseline_method_info(cls, baseline_defaults(cls))
+
+
+# One precision table: Lightning 2's names and Lightning 1.9's spellings of the same precision
+PRECISIONS = {"16-mixed": 16, "bf16-mixed": "bf16", "32-true": 32, "64-true": 64}
+
+
+def trainer_precision(precision: Any, lightning2: bool) -> Any:
+    """A precision in the installed Lightning's terms: Lightning 2's names for Lightning 1.9
+    (and "32"/"16" as numbers), or Lightning 1.x's spellings for Lightning 2."""
+    text = str(precision)
+    if lightning2:
+        return {str(old): new for new, old in PRECISIONS.items()}.get(text, precision)
+    return PRECISIONS.get(text, {"32": 32, "16": 16}.get(text, precision))
 
 
 def init_arg_names(cls: type) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import inspect
 from typing import Any
 
@@ -139,10 +140,6 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
             group.add_argument(f"--{name}", type=parse, default=argparse.SUPPRESS)
         return parent_parser
 
-    def forward(self, X: torch.Tensor, *args, **kwargs) -> dict[str, Any]:
-        out = super().forward(X, *args, **kwargs)
-        return {**out, "z": self.project(out["feats"])}
-
     def step_projections(self, out: dict) -> list[torch.Tensor]:
         # solo 1.0.2's base step returns the per-crop features only
         return [self.project(f) for f in out["feats"]]
@@ -159,23 +156,14 @@ class SupCon(SimCLR):
         super().__init__(supervised=supervised, **kwargs)
 
 
-def plugin_class(cls: type) -> type:
-    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
-    baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return compat.plugin_class(cls, PluginBase, "v1")
-
-
-def method_info(name: str) -> common.MethodInfo:
-    """What the entry validates method ``name``'s config with (its class, ``method_kwargs``
-    defaults, checks and crops)."""
-    if name in common.PLUGIN_METHODS:
-        return common.plugin_method_info(name, METHODS[name])
-    cls = plugin_class(METHODS[name])
-    return common.baseline_method_info(cls, _baseline_arg_defaults(cls))
+plugin_class = functools.partial(compat.plugin_class, plugin_base=PluginBase, api="v1")
+trainer_arg_names = functools.partial(common.init_arg_names, pl.Trainer)
+trainer_precision = functools.partial(common.trainer_precision, lightning2=False)
 
 
 def _baseline_arg_defaults(cls: type) -> dict[str, Any]:
-    """A solo method's own arguments (not solo's base ones) with their defaults."""
+    """A solo method's own arguments (not solo's base ones) with their defaults: solo's
+    published values, else its argparse defaults."""
     table = baseline_defaults_for(cls, "v1")  # solo's published values
     if table is not None:
         return table
@@ -196,14 +184,14 @@ def _parser_actions(cls: type) -> list[argparse.Action]:
     return list(parser._actions)
 
 
+method_info = functools.partial(common.method_info, plugin_class=plugin_class,
+                                baseline_defaults=_baseline_arg_defaults)  # fmt: skip
+
+
 def launch_hooks() -> contextlib.AbstractContextManager[None]:
     """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook (and no
     summary to print)."""
     return contextlib.nullcontext()
-
-
-def trainer_arg_names() -> set[str]:
-    return common.init_arg_names(pl.Trainer)
 
 
 # Lightning 1.9's DDP strategies search for unused parameters after every backward unless told
@@ -217,12 +205,6 @@ NO_UNUSED_SEARCH = {
 def trainer_strategy(strategy: Any) -> Any:
     """'ddp' (and its spawn/fork forms) without the unused-parameter search, as Lightning 2."""
     return NO_UNUSED_SEARCH.get(strategy, strategy) if isinstance(strategy, str) else strategy
-
-
-def trainer_precision(precision: Any) -> Any:
-    """Lightning 2 spellings ('bf16-mixed', '16-mixed', '32-true') in Lightning 1.9's terms."""
-    table = {"bf16-mixed": "bf16", "16-mixed": 16, "32-true": 32, "64-true": 64, "32": 32, "16": 16}
-    return table.get(str(precision), precision)
 
 
 def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]):

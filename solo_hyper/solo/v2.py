@@ -18,6 +18,7 @@ solo does not know as CIFAR; default: solo's rule, CIFAR-10/100 only).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -276,11 +277,6 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         info.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
         return cfg
 
-    def forward(self, X: torch.Tensor) -> dict[str, Any]:
-        out = super().forward(X)
-        out["z"] = self.project(out["feats"])
-        return out
-
     def multicrop_forward(self, X: torch.Tensor) -> dict[str, Any]:
         out = super().multicrop_forward(X)
         out["z"] = self.project(out["feats"])
@@ -292,45 +288,30 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
 
 
 # ---------------------------------------------------------------------------------- registry
-def plugin_class(cls: type) -> type:
-    """``cls`` with PluginBase mixed in right above solo's BaseMethod (cached), with its
-    baseline's checks and fixes (``solo_hyper.solo.baselines``)."""
-    return compat.plugin_class(cls, PluginBase, "v2")
+plugin_class = functools.partial(compat.plugin_class, plugin_base=PluginBase, api="v2")
+trainer_arg_names = functools.partial(common.init_arg_names, pl.Trainer)
+trainer_precision = functools.partial(common.trainer_precision, lightning2=True)
 
 
-def method_info(name: str) -> common.MethodInfo:
-    """What the entry validates method ``name``'s config with: this plugin's methods declare
-    their arguments (the objective's dataclass), solo's bundled methods have theirs in the
-    explicit table of ``solo_hyper.solo.baselines`` (solo's published values)."""
-    if name in common.PLUGIN_METHODS:
-        return common.plugin_method_info(name, METHODS[name])
-    cls = plugin_class(METHODS[name])
+def _baseline_table(cls: type) -> dict[str, Any]:
+    """A solo method's own arguments: solo main's are in the explicit table of
+    ``solo_hyper.solo.baselines`` (solo's published values), which must list it."""
     table = baseline_defaults_for(cls, "v2")
     if table is None:
         raise ConfigError(
             f"{cls.__name__} is neither a solo-hyper method nor in the table of solo-learn's "
             "bundled methods (solo_hyper/solo/baselines.py): add its method_kwargs there"
         )
-    return common.baseline_method_info(cls, table)
+    return table
 
 
-def trainer_arg_names() -> set[str]:
-    return common.init_arg_names(pl.Trainer)
+method_info = functools.partial(common.method_info, plugin_class=plugin_class,
+                                baseline_defaults=_baseline_table)  # fmt: skip
 
 
 def trainer_strategy(strategy: Any) -> Any:
     """Lightning 2's 'ddp' already skips the unused-parameter search."""
     return strategy
-
-
-def trainer_precision(precision: Any) -> Any:
-    """Lightning 1.x spellings (16, 'bf16', 32) in Lightning 2's terms."""
-    table = {
-        "16": "16-mixed", "bf16": "bf16-mixed", "32": "32-true", "64": "64-true",
-        "16-mixed": "16-mixed", "bf16-mixed": "bf16-mixed", "32-true": "32-true",
-        "64-true": "64-true", "bf16-true": "bf16-true", "16-true": "16-true",
-    }  # fmt: skip
-    return table.get(str(precision), precision)
 
 
 def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]):

@@ -139,3 +139,15 @@ def test_crop_statistics_follow_what_the_pipeline_normalised_with(
 def test_crop_statistics_that_cannot_be_found_are_a_config_error(dataset):
     with pytest.raises(ConfigError, match="cannot de-normalise.*mean and std"):
         common.crop_stats(dataset, None, None, {"cifar10": ((0.5,), (0.5,))}, None, None)
+
+
+def test_one_precision_table_read_both_ways():
+    """Lightning 2's names for Lightning 1.9 and 1.x's spellings for Lightning 2, from one table."""
+    to_19 = {"bf16-mixed": "bf16", "16-mixed": 16, "32-true": 32, "64-true": 64, "32": 32, 16: 16,
+             "bf16": "bf16", "bf16-true": "bf16-true"}  # fmt: skip
+    to_2 = {"16": "16-mixed", 16: "16-mixed", "bf16": "bf16-mixed", 32: "32-true", "64": "64-true",
+            "bf16-mixed": "bf16-mixed", "16-true": "16-true"}  # fmt: skip
+    for given, want in to_19.items():
+        assert common.trainer_precision(given, lightning2=False) == want, given
+    for given, want in to_2.items():
+        assert common.trainer_precision(given, lightning2=True) == want, given
