@@ -105,9 +105,34 @@ def _robust(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation import robust
 
     run = robust.finetune_adv if args.command == "finetune-adv" else robust.robust_eval
-    log = (lambda _: None) if args.quiet else print
-    rows = run(args.checkpoint, args.config, args.overrides, log=log, progress=not args.quiet)
+    log = (lambda _: None) if args.quiet else _stderr  # phase lines: stderr, results: stdout
+    config = args.config if args.config is not None else default_robust_config(args.checkpoint)
+    rows = run(args.checkpoint, config, args.overrides, log=log, progress=not args.quiet)
     print(robust.markdown_table(rows))
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def default_robust_config(checkpoint: str) -> str:
+    """The shipped configs/robust/<the run's dataset>.yaml (as ``linear`` picks
+    configs/linear/<dataset>.yaml); without one the command is refused, never run on RoCL's
+    150-epoch full-split defaults by accident."""
+    from solo_hyper.config import ConfigError
+    from solo_hyper.config.shipped import configs_root
+    from solo_hyper.evaluation.protocol import run_dataset
+    from solo_hyper.run.checkpoints import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(checkpoint)
+    dataset = run_dataset(ckpt.parent, ckpt)
+    path = configs_root() / "robust" / f"{dataset}.yaml"
+    if not path.is_file():
+        raise ConfigError(
+            f"no robust-evaluation config ships for {dataset!r} (configs/robust/{dataset}.yaml); "
+            "give one with --config (configs/robust/cifar10.yaml is RoCL's protocol)"
+        )
+    return str(path)
 
 
 def _reproduce(args: argparse.Namespace) -> None:
@@ -127,7 +152,7 @@ def _reproduce(args: argparse.Namespace) -> None:
         print(campaign.dry_run_text(args.table, args.scale, cells, args.out))
         return
     path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
-                              device=args.device, quiet=args.quiet, **extra)  # fmt: skip
+                              device=args.device, quiet=args.quiet, log=_stderr, **extra)  # fmt: skip
     print(path.read_text())
 
 
@@ -190,8 +215,20 @@ def _eval_dataset_arg(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+USER_HELP = """Hyperbolic and energy-based contrastive learning (HCL, SHCL, RHCL, EBCLR) on solo-learn.
+
+Start here:
+  pretrain --config configs/pretrain/fashionmnist/hcl.yaml     train one method
+  compare --configs A.yaml B.yaml --seeds 0 1 2               train, evaluate, tabulate side by side
+  linear / knn --checkpoint runs/<run>                         evaluate a run
+  export --checkpoint runs/<run> --out exported/<run>          plain backbone + head files
+Each command's options: <command> --help. Ctrl-C stops a command after saving; the same command
+again goes on from there."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name(), description=__doc__)
+    parser = argparse.ArgumentParser(prog=program_name(), description=USER_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("pretrain", help="pretrain one method from a YAML config")
@@ -211,8 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="train several configs and tabulate them side by side")
     p.add_argument("--configs", nargs="+", required=True)
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--out", default="results/compare")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="every run's max_epochs (default: each config's own)")  # fmt: skip
+    p.add_argument("--out", default="results/compare",
+                   help="folder of the runs and the tables (default: results/compare)")  # fmt: skip
     p.add_argument(
         "--set", dest="overrides", nargs="*", default=[], help="overrides for every config"
     )
@@ -233,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     _eval_dataset_arg(p)
     p.set_defaults(func=_compare)
 
-    p = sub.add_parser("linear", help="offline linear probe (solo-learn's LinearModel) of a run")
+    p = sub.add_parser(
+        "linear", help="offline linear probe of a run (default: logistic regression solved to "
+        "convergence on the frozen features; protocol: sgd trains solo-learn's LinearModel)",
+    )  # fmt: skip
     p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
     p.add_argument(
         "--config", default=None,
@@ -247,11 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("knn", help="weighted kNN grid and hierarchy metrics of a run")
     p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
-    p.add_argument("--k", type=int, nargs="+", default=[10, 20, 50, 100])
+    p.add_argument("--k", type=int, nargs="+", default=[10, 20, 50, 100],
+                   help="neighbour counts to score (default: 10 20 50 100)")  # fmt: skip
     p.add_argument("--temperature", type=float, default=0.07, help="of the cosine votes")
     p.add_argument("--delta-points", type=int, default=500, help="points for delta-hyperbolicity")
-    p.add_argument("--train-subset", type=int, default=None, help="default: the run's")
-    p.add_argument("--val-subset", type=int, default=None, help="default: the run's")
+    p.add_argument("--train-subset", type=int, default=None,
+                   help="training images that vote (default: the dataset's full training split)")
+    p.add_argument("--val-subset", type=int, default=None,
+                   help="test images scored (default: the dataset's full test split)")  # fmt: skip
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _eval_dataset_arg(p)
@@ -264,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--config", nargs="+", required=True, help="one or more pretraining configs")
     p.add_argument("--values", nargs="+", default=None, help="values (YAML); default: the preset's")
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--out", default="results/sweep")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="every run's max_epochs (default: each config's own)")  # fmt: skip
+    p.add_argument("--out", default="results/sweep", help="default: results/sweep")
     p.add_argument("--set", dest="overrides", nargs="*", default=[], help="overrides for every run")
     p.add_argument("--quiet", action="store_true")
     _evaluation_args(p)
@@ -277,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         p = sub.add_parser(name, help=text)
         p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
-        p.add_argument("--config", default=None, help="e.g. configs/robust/fashionmnist.yaml")
+        p.add_argument("--config", default=None,
+                       help="default: configs/robust/<the run's dataset>.yaml (refused when "
+                       "there is none)")  # fmt: skip
         p.add_argument("--quiet", action="store_true")
         p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
         p.set_defaults(func=_robust)

@@ -34,6 +34,8 @@ HARMLESS_WARNINGS: tuple[tuple[str, str], ...] = (
     (r"torch\.meshgrid: in an upcoming release", "kornia"),
     (r"Starting from v1\.9\.0, `tensorboardX` has been removed", "Lightning 2's CSV logger note"),
     (r"'pin_memory' argument is set as true but no accelerator", "solo's loaders on the CPU"),
+    (r"`?torch\.utils\._pytree\._register_pytree_node` is deprecated", "Lightning 2 / timm on torch 2"),
+    (r"Missing logger folder", "Lightning's note that a new run's log folder is created"),
 )
 # Lightning's INFO banners (GPU available, seed set, limit_*_batches, fit stopped, ...)
 LIGHTNING_LOGGERS = (

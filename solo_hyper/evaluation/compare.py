@@ -15,6 +15,8 @@ import csv
 import json
 import os
 import platform
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,27 +60,30 @@ COLUMNS = [
 RUN_COLUMNS = [("config", "config"), *COLUMNS]
 SUMMARY_HEAD = [("config", "config"), ("method", "method"), ("seeds", "seeds")]
 SUMMARY_COLUMNS = [c for c in COLUMNS if c[0] not in ("method", "name", "seed")]
-# what each column means, printed under a table for the columns it shows
+# what each column means, printed under a table for the columns it shows; the parts that depend
+# on what ran (split sizes, probe, distances) are filled from the rows (``notes``)
 COLUMN_NOTES = {
-    "linear_acc1": "linear top-1: offline linear probe on the frozen backbone, trained on the "
-    "dataset's full training split and scored on its full test split ({linear_protocol})",
+    "linear_acc1": "linear top-1: offline linear probe on the frozen backbone, trained on "
+    "{linear_sizes} ({linear_protocol})",
     "online_linear_acc1": "online linear top-1: solo-learn's online probe during pretraining",
-    "knn_top1": "kNN: offline, on the un-augmented train/test splits, backbone features, cosine, "
-    "k=20, T=0.07 (solo's online kNN of the training curves votes with a bank of augmented "
-    "training crops instead)",
+    "knn_top1": "kNN: offline, backbone features of the un-augmented images ({knn_sizes}), "
+    "cosine, k={knn_k}, T={knn_temperature} (solo's online kNN of the training curves votes with "
+    "a bank of augmented training crops instead)",
     "knn_coarse_top1": "coarse = neighbours vote with coarse labels",
-    "relative_delta": "delta_rel = 2 delta / diam of 500 test projector outputs (Poincare "
-    "distances on the ball)",
+    "relative_delta": "delta_rel = 2 delta / diam of {delta_points} test {delta_space} outputs, "
+    "with {delta_distances}",
     "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
     "(protocol in results.csv)",
     "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
     "allocations on a GPU, else the process's resident-set high-water mark, reset before each run)",
 }
+DISTANCE_WORDS = {"poincare": "Poincare distances on the ball", "lorentz": "Lorentz (hyperboloid) "
+                  "geodesic distances", "euclidean": "Euclidean distances"}  # fmt: skip
 
 
 LINEAR_PROTOCOLS = {
     "logistic": "logistic: multinomial logistic regression solved to convergence, C chosen on a "
-    "held-out part of the training split",
+    "held-out part of the training images",
     "sgd": "sgd: solo-learn's LinearModel trained by SGD for the linear config's epochs",
 }
 
@@ -89,24 +94,98 @@ def linear_protocol_note(rows: list[dict]) -> str:
     return "; ".join(LINEAR_PROTOCOLS[p] for p in used) or "protocol in results.csv"
 
 
+def row_label(row: dict) -> str:
+    return row.get("config") or row.get("name") or row["method"]
+
+
+def by_value(rows: list[dict], value) -> list[tuple[object, list[str]]]:
+    """(value, the labels of the rows that have it), in row order; rows without one left out."""
+    groups: dict[object, list[str]] = {}
+    for r in rows:
+        v = value(r)
+        if v is not None:
+            groups.setdefault(v, [])
+            if row_label(r) not in groups[v]:
+                groups[v].append(row_label(r))
+    return list(groups.items())
+
+
+def described(groups: list[tuple[object, list[str]]], words) -> str:
+    """One value in words, or each value with the runs it belongs to when they differ."""
+    if len(groups) == 1:
+        return words(groups[0][0])
+    return "; ".join(f"{words(v)} ({', '.join(labels)})" for v, labels in groups) or "-"
+
+
+def sizes(train_key: str, test_key: str):
+    def value(r: dict):
+        return (r[train_key], r[test_key]) if r.get(train_key) is not None else None
+
+    return value
+
+
+def size_words(pair) -> str:
+    return f"{pair[0]:,} training images and scored on {pair[1]:,} test images"
+
+
+def knn_size_words(pair) -> str:
+    return f"{pair[0]:,} training images vote for {pair[1]:,} test images"
+
+
 def notes(rows: list[dict], columns=COLUMNS) -> str:
-    """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones)."""
+    """The legend of a table: only the columns it shows (``markdown_table`` drops empty ones),
+    with the split sizes, probe and distances the rows' evaluations recorded."""
+    import inspect
+
+    from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
+
     shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
-    texts = [text for key, text in COLUMN_NOTES.items() if key in shown]
+    temperature = inspect.signature(evaluate_knn).parameters["temperature"].default
+    fill = {
+        "linear_protocol": linear_protocol_note(rows),
+        "linear_sizes": described(by_value(rows, sizes("linear_train_images", "linear_test_images")), size_words),
+        "knn_sizes": described(by_value(rows, sizes("eval_train_images", "eval_test_images")), knn_size_words),
+        "knn_k": DEFAULT_K,
+        "knn_temperature": temperature,
+        "delta_points": described(by_value(rows, lambda r: r.get("relative_delta_points")), str),
+        "delta_space": described(by_value(rows, lambda r: r.get("relative_delta_space")), str),
+        "delta_distances": described(
+            by_value(rows, lambda r: r.get("relative_delta_distance")),
+            lambda d: DISTANCE_WORDS.get(d, f"{d} distances"),
+        ),
+    }  # fmt: skip
+    texts = [text.format(**fill) for key, text in COLUMN_NOTES.items() if key in shown]
     transfers = sorted({(r["dataset"], r["eval_dataset"]) for r in rows
                         if r.get("eval_dataset") not in (None, r.get("dataset"))})  # fmt: skip
     if transfers:
         texts.append(
             "transfer " + ", ".join(f"{a} -> {b}" for a, b in transfers) + ": pretrained on the "
-            "first, kNN and probe on the second's full splits, its images standardised with the "
-            "first's statistics (the official EBCLR transfer_acc / eval_knn_transfer_acc)"
+            "first, kNN and probe on the second's splits (the image counts above), its images "
+            "standardised with the first's statistics (the official EBCLR transfer_acc / "
+            "eval_knn_transfer_acc)"
         )
-    return "; ".join(texts).replace("{linear_protocol}", linear_protocol_note(rows)) + "."
+    return "; ".join(texts) + "."
 
 
 def run_name(config_path: str) -> str:
     """'configs/pretrain/fashionmnist/hcl.yaml' -> 'fashionmnist-hcl'."""
     return run_label(config_path)
+
+
+class Phases:
+    """One line on stderr as each run of a multi-run command enters a phase: which run of how
+    many, its config and seed, the phase, and how long the command has been running."""
+
+    def __init__(self, command: str, total: int, log=None) -> None:
+        self.command, self.total, self.start = command, total, time.perf_counter()
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def __call__(self, index: int, label: str, seed, phase: str) -> None:
+        elapsed = int(time.perf_counter() - self.start)
+        clock = f"{elapsed // 60} min {elapsed % 60:02d} s" if elapsed >= 60 else f"{elapsed} s"
+        seed_text = "" if seed is None else f" seed {seed}"
+        self.log(f"[{self.command}] {index}/{self.total} {label}{seed_text}: {phase} "
+                 f"({clock} elapsed)")  # fmt: skip
 
 
 def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
@@ -142,14 +221,20 @@ def evaluate_rows(
     rows: list[dict], linear_epochs=None, linear_config_path=None, plots_dir: Path | None = None,
     device: str = "auto", quiet: bool = True, pairs: list[tuple[str, str]] = (),
     eval_dataset: str | None = None,
+    phases: Phases | None = None,
 ) -> list[dict]:  # fmt: skip
     """Adds the protocol's numbers to every pretraining result (and draws the figures);
     ``eval_dataset``: the transfer protocol (``protocol.evaluate_run``)."""
     out = []
-    for row in rows:
+    for i, row in enumerate(rows, 1):
+        if phases is not None:
+            phases(i, row_label(row), row.get("seed"), "evaluating")
         ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, plots_dir is not None,
                           device, quiet, eval_dataset)  # fmt: skip
-        out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")}})
+        delta = ev["knn"]["hierarchy"][ev["relative_delta_space"]]  # what delta_rel measured
+        out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")},
+                    "relative_delta_distance": delta["distance"],
+                    "relative_delta_points": delta["num_points"]})  # fmt: skip
     if plots_dir is not None:
         draw(out, plots_dir, pairs)
     return out
@@ -239,13 +324,15 @@ def compare(
         check_eval_dataset(eval_dataset)
         check_linear(preps, linear_epochs, linear_config_path, eval_dataset)
     rows = []
-    for label, prep in todo.runs:
+    phases = Phases("compare", len(todo.runs))
+    for i, (label, prep) in enumerate(todo.runs, 1):
+        phases(i, label, int(prep.cfg["seed"]), "pretraining")
         row = train_or_reuse(prep, quiet)
         rows.append({**row, "config": label, "seed": int(prep.cfg["seed"])})
     if evaluate:
         rows = evaluate_rows(
             rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
-            pairs=todo.pairs, eval_dataset=eval_dataset,
+            pairs=todo.pairs, eval_dataset=eval_dataset, phases=phases,
         )
     if todo.seeds is None:
         write_tables(rows, out)
@@ -283,7 +370,8 @@ def markdown_table(rows: list[dict], columns=COLUMNS) -> str:
 
 def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
     keys = [k for k, _ in columns]
-    keys += [k for k in ("linear_protocol", "linear_c", "linear_train_images", "linear_test_images")
+    keys += [k for k in ("linear_protocol", "linear_c", "linear_train_images", "linear_test_images",
+                         "eval_train_images", "eval_test_images", "relative_delta_distance")
              if any(k in r for r in rows)]  # fmt: skip
     if any("robust_protocol" in r for r in rows):
         keys.append("robust_protocol")

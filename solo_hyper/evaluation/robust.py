@@ -260,6 +260,10 @@ def _open_run(checkpoint: str, rcfg: dict, progress: bool = False) -> _Run:
     return _Run(model, cfg, ckpt, out, *batches, num_classes)
 
 
+def _epochs(n: int) -> str:
+    return f"{n} epoch{'' if n == 1 else 's'}"
+
+
 def robust_eval(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
     log: Callable[[str], None] = print, progress: bool = False,
@@ -278,7 +282,7 @@ def robust_eval(
     rows = []
     for protocol, attack in protocols:
         start = time.perf_counter()
-        log(f"{protocol}: training the linear head ({rcfg['linear'].epochs} epochs) on {device}")
+        log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on {device}")
         classifier = run.classifier(seed)
         losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack, seed)
         accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], device, seed)
@@ -298,7 +302,7 @@ def finetune_adv(
     device, seed = rcfg["device"], rcfg["raw"]["seed"]
     run = _open_run(checkpoint, rcfg, progress)
     start = time.perf_counter()
-    log(f"AT: adversarial fine-tuning ({rcfg['finetune'].epochs} epochs) on {device}")
+    log(f"AT: adversarial fine-tuning ({_epochs(rcfg['finetune'].epochs)}) on {device}")
     classifier = run.classifier(seed)
     attack = rcfg["finetune_attack"]
     losses = adversarial_finetune(classifier, run.train, rcfg["finetune"], device, attack)

@@ -25,6 +25,7 @@ import yaml
 
 from solo_hyper.config import ConfigError, closest
 from solo_hyper.evaluation.compare import (
+    Phases,
     check_linear,
     evaluate_rows,
     run_name,
@@ -104,8 +105,15 @@ def sweep(
                 raise ConfigError(f"{config} with {key}={value}: {err}") from None
             cells.append((run_name(config), value, prep))
     check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path)
-    trained = [train_or_reuse(prep, quiet) for _, _, prep in cells]
-    evaluated = evaluate_rows(trained, linear_epochs, linear_config_path, None, device)
+    phases = Phases("sweep", len(cells))
+    trained = []
+    for i, (config, value, prep) in enumerate(cells, 1):
+        phases(i, f"{config} {key}={value}", int(prep.cfg["seed"]), "pretraining")
+        trained.append(train_or_reuse(prep, quiet))
+    labelled = [{**row, "config": f"{config} {key}={value}"}
+                for (config, value, _), row in zip(cells, trained)]  # fmt: skip
+    evaluated = evaluate_rows(labelled, linear_epochs, linear_config_path, None, device,
+                              phases=phases)  # fmt: skip
     rows = [{**row, "config": config, "value": value}
             for (config, value, _), row in zip(cells, evaluated)]  # fmt: skip
     stem = f"sweep-{key.split('.')[-1]}"

@@ -21,6 +21,7 @@ from solo_hyper.config import ConfigError, closest
 from solo_hyper.config.shipped import configs_root, shipped_config
 from solo_hyper.evaluation import tables
 from solo_hyper.evaluation.compare import (
+    Phases,
     check_linear,
     evaluate_rows,
     machine_note,
@@ -361,12 +362,16 @@ def run_table(
                      column.eval_dataset)  # fmt: skip
     log(dry_run_text(name, scale, cells, out))
     tracker = Tracker(cells, log)
-    for cell in cells:
+    phases = Phases("reproduce", len(cells), log)
+    for i, cell in enumerate(cells, 1):
         start = time.perf_counter()
+        label = f"{cell.row.key} ({cell.column.name})"
+        phases(i, label, cell.seed, "pretraining")
         row = _train(cell, quiet, log)
         linear = linear_config or (
             str(shipped_config(cell.column.linear_config)) if cell.column.linear_config else None
         )
+        phases(i, label, cell.seed, "evaluating")
         row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet,
                             eval_dataset=cell.column.eval_dataset)[0]  # fmt: skip
         if cell.column.robust_config:

@@ -84,7 +84,7 @@ def test_summaries_round_their_numbers(session):
     ), pretrain  # fmt: skip
     linear = session["procs"]["linear"].stdout.strip().splitlines()[-1]
     assert re.search(
-        r"linear top-1 \d+\.\d\d% \(logistic regression, C [\d.]+, \d+ iterations\)", linear
+        r"linear top-1 \d+\.\d\d% on \w+ \(logistic regression, C [\d.]+, \d+ iterations\)", linear
     ), linear  # fmt: skip
 
 
@@ -177,3 +177,36 @@ def test_only_rank_zero_prints_the_closing_summary(env, zero, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert rank_zero() is zero
+
+
+def test_compare_legend_states_what_eval_json_recorded(session):
+    """The legend is generated from the evaluations that ran: tests/linear-tiny.yaml names a
+    512 / 256-image subset, SimCLR's delta_rel is Euclidean and HCL's on the Poincare ball."""
+    out = session["compare"]
+    legend = (out / "results.md").read_text()
+    evals = {run.name: json.loads((run / "eval.json").read_text())
+             for run in sorted(out.iterdir()) if (run / "eval.json").is_file()}  # fmt: skip
+    assert len(evals) == 4
+    (sizes,) = {(e["linear_train_images"], e["linear_test_images"]) for e in evals.values()}
+    assert sizes == (512, 256)
+    assert f"trained on {sizes[0]:,} training images and scored on {sizes[1]:,} test images" in legend
+    assert "full training split" not in legend and "full test split" not in legend
+    (knn_sizes,) = {(e["eval_train_images"], e["eval_test_images"]) for e in evals.values()}
+    assert f"{knn_sizes[0]:,} training images vote for {knn_sizes[1]:,} test images" in legend
+    distance = {name: e["knn"]["hierarchy"][e["relative_delta_space"]]["distance"]
+                for name, e in evals.items()}  # fmt: skip
+    assert distance == {"fashionmnist-hcl-s0": "poincare", "fashionmnist-hcl-s1": "poincare",
+                        "fashionmnist-simclr-s0": "euclidean", "fashionmnist-simclr-s1": "euclidean"}
+    assert ("Euclidean distances (fashionmnist-simclr); Poincare distances on the ball "
+            "(fashionmnist-hcl)") in legend
+
+
+def test_compare_names_each_run_and_phase_on_stderr(session):
+    proc = session["procs"]["compare"]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[compare]")]
+    expected = [f"[compare] {i}/4 fashionmnist-{m} seed {s}: {phase}"
+                for phase in ("pretraining", "evaluating")
+                for i, (m, s) in enumerate([("simclr", 0), ("simclr", 1), ("hcl", 0), ("hcl", 1)], 1)]  # fmt: skip
+    assert [ln.split(" (")[0] for ln in lines] == expected
+    assert all(re.search(r"\(\d+( min \d\d)? s elapsed\)$", ln) for ln in lines)
+    assert "[compare]" not in proc.stdout
