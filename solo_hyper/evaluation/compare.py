@@ -224,13 +224,14 @@ def evaluate_rows(
     phases: Phases | None = None,
 ) -> list[dict]:  # fmt: skip
     """Adds the protocol's numbers to every pretraining result (and draws the figures);
-    ``eval_dataset``: the transfer protocol (``protocol.evaluate_run``)."""
+    ``eval_dataset``: the transfer protocol (``protocol.evaluate_run``). Each evaluation phase
+    prints a timed line on stderr, ``quiet`` or not (``quiet``: no bars)."""
     out = []
     for i, row in enumerate(rows, 1):
         if phases is not None:
             phases(i, row_label(row), row.get("seed"), "evaluating")
         ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, plots_dir is not None,
-                          device, quiet, eval_dataset)  # fmt: skip
+                          device, quiet, eval_dataset, phase_lines=True)  # fmt: skip
         delta = ev["knn"]["hierarchy"][ev["relative_delta_space"]]  # what delta_rel measured
         out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")},
                     "relative_delta_distance": delta["distance"],

@@ -313,19 +313,23 @@ def linear_probe(
     embeddings: tuple[Embeddings, Embeddings] | None = None,
     log_dir: Path | None = None,
     quiet: bool = True,
+    phase_lines: bool | None = None,
 ) -> dict:
     """The linear accuracy of the frozen backbone of ``model`` under ``lcfg["protocol"]``.
 
     ``embeddings`` (train, test) are reused by the protocols that read frozen features.
+    ``phase_lines``: the logistic probe's timed line per solve (None: when not quiet).
     """
     if lcfg["protocol"] == "logistic":
-        return logistic_probe(model, cfg, lcfg, embeddings, quiet)
+        lines = not quiet if phase_lines is None else phase_lines
+        return logistic_probe(model, cfg, lcfg, embeddings, quiet, lines)
     return sgd_probe(model, cfg, lcfg, embeddings, log_dir, quiet)
 
 
 def logistic_probe(
-    model, cfg: dict, lcfg: dict, embeddings: tuple[Embeddings, Embeddings] | None, quiet: bool
-) -> dict:
+    model, cfg: dict, lcfg: dict, embeddings: tuple[Embeddings, Embeddings] | None, quiet: bool,
+    phase_lines: bool,
+) -> dict:  # fmt: skip
     """The converged logistic-regression probe (``metrics/logistic.py``) on frozen features."""
     start = time.perf_counter()
     train, test = embeddings if embeddings is not None else frozen_features(model, cfg, lcfg, quiet)
@@ -336,7 +340,7 @@ def logistic_probe(
         test.targets.to(device), c_grid=section["c_grid"], holdout=float(section["holdout"]),
         max_iter=int(section["max_iter"]), tolerance=float(section["tolerance"]),
         seed=int(lcfg["seed"]), c_max=float(section["c_max"]),
-        report=None if quiet else progress_line("linear probe"),
+        report=progress_line("linear probe") if phase_lines else None,
     )  # fmt: skip
     return {
         "linear_acc1": fit.acc1,

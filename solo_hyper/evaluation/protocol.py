@@ -125,8 +125,10 @@ def evaluate_run(
     device: str = "auto",
     quiet: bool = True,
     eval_dataset: str | None = None,
+    phase_lines: bool | None = None,
 ) -> dict:
-    """The protocol's numbers for one run (cached in RUN/eval.json).
+    """The protocol's numbers for one run (cached in RUN/eval.json). ``quiet``: no progress
+    bars; ``phase_lines``: a timed line on stderr per phase (None: when not quiet).
 
     ``eval_dataset`` (transfer, EBCLR's Table 2): the kNN and the probe use that dataset's full
     training and test splits (the probe's default config is that dataset's), its images
@@ -153,19 +155,25 @@ def evaluate_run(
         if cached.get("protocol") == protocol:
             return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
+    lines = not quiet if phase_lines is None else phase_lines
     model, run_cfg, ckpt = load_pretrained(ckpt_path)
     cfg = transfer_config(run_cfg, target)
     model.to(resolve_device(device, "--device"))
     train, test = run_embeddings(
         model, cfg, ckpt_path, lcfg["data"], progress=not quiet,
-        report=None if quiet else progress_line("features"),
+        report=progress_line("features") if lines else None,
     )  # fmt: skip
     knn = evaluate_knn(
         model, cfg, train, test, ks=(DEFAULT_K,), seed=int(cfg["seed"]), cells=HEADLINE_KNN,
-        checkpoint=ckpt, report=None if quiet else progress_line("knn"),
+        checkpoint=ckpt, report=progress_line("knn") if lines else None,
     )  # fmt: skip
-    linear = linear_probe(model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet)
+    linear = linear_probe(
+        model, cfg, lcfg, (train, test), log_dir=run_dir, quiet=quiet, phase_lines=lines
+    )
     hierarchy = knn["hierarchy"].get("projector") or knn["hierarchy"]["backbone"]
+    draw_disk = disk and test.z is not None
+    if draw_disk and lines:
+        progress_line("disk")(f"2-D map of {min(DISK_POINTS, len(test.targets))} test points")
     result = {
         "protocol": protocol,
         "knn_top1": knn["knn_top1"],
@@ -176,8 +184,7 @@ def evaluate_run(
         **linear,
         "knn": knn,
         "disk": (
-            disk_map(model, cfg, test.z, test.targets, checkpoint=ckpt)
-            if disk and test.z is not None else None
+            disk_map(model, cfg, test.z, test.targets, checkpoint=ckpt) if draw_disk else None
         ),  # fmt: skip
         "eval_dataset": cfg["data"]["dataset"],
         "eval_normalization": {"mean": list(cfg["data"]["mean"]), "std": list(cfg["data"]["std"])},

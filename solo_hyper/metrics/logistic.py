@@ -42,8 +42,6 @@ DEFAULT_HOLDOUT = 0.1
 DEFAULT_MAX_ITER = 1000
 DEFAULT_TOLERANCE = 1e-4
 GRID_GROWTH = 10.0
-SMALL_DESIGN = 2**20  # N x D below which a solve runs on one thread (threads.py: the
-# synchronisation of a second thread costs more than it brings to small products)
 
 
 @dataclass
@@ -147,10 +145,12 @@ class _Objective:
         return loss
 
 
-def threads_for(design: Design) -> contextlib.AbstractContextManager:
-    """One thread for a small design on the CPU, the process's setting otherwise."""
-    small = design.x.device.type == "cpu" and design.x.numel() < SMALL_DESIGN
-    return single_thread() if small else contextlib.nullcontext()
+def solver_threads(design: Design) -> contextlib.AbstractContextManager:
+    """One intra-op thread on the CPU (the GPU: as it is). The products are thin (K = 10
+    columns), so a second thread brings little and its synchronisation costs much on a busy
+    machine (60,000 x 128 on 2 cores at load ~15: 465 s on 2 threads in a main-job run; on one,
+    8-23 s at loads 4-13); and the answer does not depend on the thread count."""
+    return single_thread() if design.x.device.type == "cpu" else contextlib.nullcontext()
 
 
 def _lbfgs(
@@ -200,7 +200,7 @@ def fit_logistic(
         u = (design.evecs.T @ init.weight.to(u)) / objective.s.double()
         beta = init.bias.to(beta) / objective.bias_scale
     u, beta = u.to(dtype), beta.to(dtype)
-    with torch.no_grad(), threads_for(design):
+    with torch.no_grad(), solver_threads(design):
         iterations = _lbfgs(objective, u, beta, max_iter, tolerance)
         if float32:  # one float64 check; float64 iterations only where float32 fell short
             objective = _Objective(design, c, torch.float64)

@@ -92,6 +92,10 @@ def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
     run = session["run"]
     err = session["procs"]["knn"].stderr
     assert "[features " in err and "[knn " in err and "k=[5, 10]" in err and "delta" in err
+    # compare's evaluation announces every phase too (a timed line each, bars or not)
+    err = session["procs"]["compare"].stderr
+    for phase in ("[features ", "[knn ", "[linear probe ", "[disk "):
+        assert phase in err, phase
     first = json.loads((run / "knn.json").read_text())
     assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet",
                  "--train-subset", "512", "--val-subset", "256"]) == 0  # fmt: skip
