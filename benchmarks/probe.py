@@ -6,11 +6,12 @@
   on the same standardised features, the same objective and C (their top-1 side by side), and
   the whole probe (held-out path over the C grid + refit) against the 5 s target;
 - features: ``features.embed`` (the evaluation's pass) against a bare ``torch.inference_mode``
-  loop of the same model over the same images, already normalised and in memory;
+  loop of the same model over the same images (the test split), normalised and in memory;
 - evaluation: ``eval_wall_time_s`` (eval.json) over pretraining ``wall_time_s`` (result.json)
   of every run under ``--runs`` (e.g. the main job's ``results/main``).
-The features are those of ``--run``'s checkpoint on Fashion-MNIST's 60,000 / 10,000 images, or
-of an untrained HCL network (configs/pretrain/fashionmnist/hcl.yaml) without it.
+The probe reads the features of ``--run``'s checkpoint on Fashion-MNIST's 60,000 / 10,000
+images (its cache, ``features.run_embeddings``), or of an untrained HCL network
+(configs/pretrain/fashionmnist/hcl.yaml) without it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from solo_hyper.evaluation.features import (  # noqa: E402
     embed,
     evaluation_loaders,
     evaluation_view,
+    run_embeddings,
 )
 from solo_hyper.metrics.logistic import (  # noqa: E402
     Standardizer,
@@ -53,48 +55,40 @@ HCL = "configs/pretrain/fashionmnist/hcl.yaml"
 
 
 def model_and_config(run: str | None):
-    """The run's model and config, or an untrained HCL network's."""
+    """The run's model, config and checkpoint path, or an untrained HCL network's (no path)."""
+    import solo_hyper.methods  # noqa: F401  (registers the methods)
+
     if run is not None:
         from solo_hyper.run.checkpoints import load_pretrained
 
-        model, cfg, _ = load_pretrained(run)
-        return model, cfg
+        model, cfg, ckpt = load_pretrained(run)
+        return model, cfg, ckpt["_path"]
     from solo_hyper.run.train import prepare
     from solo_hyper.solo import adapter
 
     prep = prepare(str(ROOT / HCL), [])
     torch.manual_seed(0)
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops).eval()
-    return model, prep.cfg
+    return model, prep.cfg, None
 
 
-def feature_rows(model, cfg: dict, data: dict | None, rounds: int) -> tuple[list[Row], tuple]:
-    """embed() vs a bare inference_mode loop over both splits; returns the rows and the
-    (train, test) embeddings."""
-    train_loader, test_loader, _ = evaluation_loaders(cfg, data)
-    view = evaluation_view(model, cfg)
-    images = [
-        view.evaluation_view(loader.dataset.images) for loader in (train_loader, test_loader)
-    ]
-    out: dict[str, tuple[Embeddings, Embeddings]] = {}
-
-    def ours() -> None:
-        out["emb"] = embed(model, cfg, train_loader), embed(model, cfg, test_loader)
+def feature_rows(model, cfg: dict, data: dict | None, rounds: int) -> list[Row]:
+    """embed() vs a bare inference_mode loop of the same model over the test split's images
+    (already normalised and in memory)."""
+    _, loader, _ = evaluation_loaders(cfg, data)
+    images = evaluation_view(model, cfg).evaluation_view(loader.dataset.images)
 
     def bare() -> None:
         with torch.inference_mode():
-            for x in images:
-                [model(part) for part in x.split(EVAL_BATCH)]
+            [model(part) for part in images.split(EVAL_BATCH)]
 
-    times = interleaved({"embed": ours, "bare": bare}, rounds, warmup=0)
-    n = sum(len(x) for x in images)
+    times = interleaved({"embed": lambda: embed(model, cfg, loader), "bare": bare}, rounds, 0)
     note = (
-        f"{n} images: embed {summarize(times['embed']).median:.1f} s, bare model loop "
+        f"{len(images)} images: embed {summarize(times['embed']).median:.1f} s, bare model loop "
         f"{summarize(times['bare']).median:.1f} s (on normalised images in memory)"
     )
     ratio = summarize(paired_ratios(times["embed"], times["bare"]))
-    row = Row("features", "features.embed", "bare inference_mode loop", "time", ratio, None, note)
-    return [row], out["emb"]
+    return [Row("features", "features.embed", "bare inference_mode loop", "time", ratio, None, note)]
 
 
 def probe_rows(train: Embeddings, test: Embeddings, c: float, rounds: int) -> list[Row]:
@@ -176,9 +170,14 @@ def main(argv: list[str] | None = None) -> None:
     data = None
     if args.subset is not None:
         data = {"train_subset": args.subset, "val_subset": max(1, args.subset // 6)}
-    model, cfg = model_and_config(args.run)
-    rows, (train, test) = feature_rows(model, cfg, data, args.rounds)
-    rows = probe_rows(train, test, args.c, args.rounds) + rows
+    model, cfg, checkpoint = model_and_config(args.run)
+    if checkpoint is not None:  # the run's cached features (computed here when absent)
+        train, test = run_embeddings(model, cfg, checkpoint, data)
+    else:
+        train_loader, test_loader, _ = evaluation_loaders(cfg, data)
+        train, test = embed(model, cfg, train_loader), embed(model, cfg, test_loader)
+    rows = probe_rows(train, test, args.c, args.rounds)
+    rows += feature_rows(model, cfg, data, args.rounds)
     if args.runs is not None:
         rows += evaluation_rows(args.runs)
     table = format_table(rows)

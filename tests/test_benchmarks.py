@@ -141,7 +141,7 @@ def test_probe_benchmark_writes_its_table(tmp_path, one_thread):
     text = out.read_text()
     for variant in ("logistic_probe solve", "whole probe (path + refit)", "features.embed"):
         assert f"| {variant} " in text
-    assert "top-1" in text and "300 x 128" in text
+    assert "top-1" in text and "300 x 128" in text and "50 images" in text
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
     (run / "result.json").write_text('{"wall_time_s": 20.0}')

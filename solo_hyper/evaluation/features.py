@@ -203,6 +203,11 @@ def run_embeddings(
             report(f"read from {path.name} ({len(cached[0].targets)} / {len(cached[1].targets)})")
         return cached
     train_loader, val_loader, _ = evaluation_loaders(cfg, data_overrides, batch_size)
+    if report is not None:
+        report(
+            f"embedding {len(train_loader.dataset)} training and {len(val_loader.dataset)} test "
+            f"images (batches of {batch_size})"
+        )
     train = embed(model, cfg, Progress(train_loader, "features train", progress))
     test = embed(model, cfg, Progress(val_loader, "features test", progress))
     save_torch_atomic(path, {"key": key, "train": asdict(train), "test": asdict(test)})
