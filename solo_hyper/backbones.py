@@ -5,6 +5,7 @@
 - ``resnet18_nobn``: the EBCLR reference encoder: ResNet-18 with the CIFAR stem (3x3 stride-1 conv,
   no max-pool), no BatchNorm, conv bias on, LeakyReLU(0.2) (EBCLR's energy must not depend on the
   batch, which BatchNorm would make it).
+- ``pixels``: no network, the flattened input (the raw-input control of a comparison).
 
 Every backbone maps (B, 3, H, W) to (B, num_features) and exposes ``num_features``.
 """
@@ -94,9 +95,26 @@ class FrozenBackbone(nn.Module):
         return self.encoder(x)
 
 
+class RawPixels(nn.Module):
+    """No network: the (normalised) input pixels, flattened, as the features. The raw-input
+    control of a comparison (``evaluation.controls``): what the probe and kNN read without any
+    representation. It has no parameters, so pretraining it would train only the heads."""
+
+    def __init__(self, shape: tuple[int, int, int] = (3, 28, 28)) -> None:
+        super().__init__()
+        self.shape = tuple(int(s) for s in shape)
+        self.num_features = self.shape[0] * self.shape[1] * self.shape[2]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape[1:]) != self.shape:
+            raise ValueError(f"RawPixels expects images of shape {self.shape}, got {tuple(x.shape[1:])}")
+        return torch.flatten(x, 1)
+
+
 BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "small_cnn": SmallCNN,
     "resnet18_nobn": ResNet18NoBN,
+    "pixels": RawPixels,
 }
 """Backbones this plugin adds; solo-learn's own names (resnet18, resnet50, vit_*, swin_*) are
 built by solo-learn itself."""

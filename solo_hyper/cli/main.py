@@ -56,6 +56,7 @@ def _compare(args: argparse.Namespace) -> None:
         linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
         seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
+        controls=not args.no_controls,
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -95,6 +96,7 @@ def _sweep(args: argparse.Namespace) -> None:
     rows = sweep(
         args.target, args.config, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
+        controls=not args.no_controls,
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
     stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
@@ -152,7 +154,8 @@ def _reproduce(args: argparse.Namespace) -> None:
         print(campaign.dry_run_text(args.table, args.scale, cells, args.out))
         return
     path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
-                              device=args.device, quiet=args.quiet, log=_stderr, **extra)  # fmt: skip
+                              device=args.device, quiet=args.quiet, log=_stderr,
+                              controls=not args.no_controls, **extra)  # fmt: skip
     print(path.read_text())
 
 
@@ -205,6 +208,10 @@ def _evaluation_args(p: argparse.ArgumentParser) -> None:
         help="linear-evaluation YAML (default: configs/linear/<dataset>.yaml)",
     )  # fmt: skip
     p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
+    p.add_argument(
+        "--no-controls", action="store_true",
+        help="no controls (each run's untrained backbone and the raw pixels, evaluated alike)",
+    )  # fmt: skip
 
 
 def _eval_dataset_arg(p: argparse.ArgumentParser) -> None:
@@ -347,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--linear-config", default=None,
                    help="the linear evaluation of every run (default: each column's protocol)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="the runs and the estimated time only")
+    p.add_argument("--no-controls", action="store_true",
+                   help="no controls (each run's untrained backbone, the raw pixels)")  # fmt: skip
     p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_reproduce)

@@ -313,9 +313,11 @@ def compare(
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
     seeds=None, pairs: list[str] | None = None, eval_dataset: str | None = None,
+    controls: bool = True,
 ) -> list[dict]:  # fmt: skip
     """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
-    run with the same protocol and writes the tables (and figures); returns one row per run."""
+    run with the same protocol, and beside them (``controls``) each run's untrained backbone and
+    the raw pixels, and writes the tables (and figures); returns one row per run."""
     out = Path(out_dir)
     todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
     preps = [prep for _, prep in todo.runs]
@@ -335,11 +337,30 @@ def compare(
             rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
             pairs=todo.pairs, eval_dataset=eval_dataset, phases=phases,
         )
+    extra = ""
+    if evaluate and controls and eval_dataset is None:  # controls of the run's own dataset
+        extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet)
     if todo.seeds is None:
-        write_tables(rows, out)
+        write_tables(rows, out, extra=extra)
     else:
-        write_seed_tables(rows, todo.pairs, out)
+        write_seed_tables(rows, todo.pairs, out, extra)
     return rows
+
+
+def with_controls(
+    rows: list[dict], preps: list[Prepared], out: Path, linear_epochs: int | None,
+    linear_config_path: str | None, device: str, quiet: bool, label=None,
+) -> str:  # fmt: skip
+    """Evaluates the controls of ``rows`` (one prepared run each, same order), records each
+    run's untrained numbers in its row and returns the controls' markdown section."""
+    from solo_hyper.evaluation import controls
+
+    untrained, pixels = controls.controls_for(preps, out, linear_epochs, linear_config_path,
+                                              device, quiet)  # fmt: skip
+    for row, control in zip(rows, untrained, strict=True):
+        row.update({f"untrained_{k}": control.get(k) for k, _ in controls.GAIN_METRICS})
+        row["untrained_run"] = Path(control["run_dir"]).name
+    return controls.controls_markdown(rows, untrained, pixels, label)
 
 
 def format_cell(key: str, value) -> str:
@@ -376,6 +397,8 @@ def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
              if any(k in r for r in rows)]  # fmt: skip
     if any("robust_protocol" in r for r in rows):
         keys.append("robust_protocol")
+    keys += [k for k in ("untrained_linear_acc1", "untrained_knn_top1", "untrained_run")
+             if any(k in r for r in rows)]  # fmt: skip
     return keys
 
 
@@ -392,11 +415,14 @@ def write_csv(path: Path, keys: list[str], records: list[list]) -> None:
         writer.writerows([[readable(v) for v in record] for record in records])
 
 
-def write_tables(rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS) -> None:
+def write_tables(
+    rows: list[dict], out: Path, stem: str = "results", columns=COLUMNS, extra: str = ""
+) -> None:
+    """STEM.md (the table, ``extra`` such as the controls, the legend) and STEM.csv."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
-        markdown_table(rows, columns) + "\n\n" + notes(rows, columns) + "\n\n" + machine_note()
-        + "\n"
+        markdown_table(rows, columns) + "\n\n" + (extra + "\n\n" if extra else "")
+        + notes(rows, columns) + "\n\n" + machine_note() + "\n"
     )
     keys = csv_keys(rows, columns)
     write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -415,8 +441,8 @@ def pairs_table(pair_rows: list[dict]) -> str:
     return "\n".join([head, *body])
 
 
-def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]]) -> str:
-    """Mean ± std per config, the paired differences, then every run."""
+def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]], extra: str = "") -> str:
+    """Mean ± std per config, the paired differences, ``extra`` (the controls), then every run."""
     parts = ["Mean ± sample std over seeds (one run per config and seed):", "",
              markdown_table(summarize(rows, SUMMARY_COLUMNS), SUMMARY_HEAD + SUMMARY_COLUMNS)]  # fmt: skip
     differences = paired_rows(rows, pairs)
@@ -424,15 +450,20 @@ def seed_markdown(rows: list[dict], pairs: list[tuple[str, str]]) -> str:
         parts += ["", "Paired differences A - B over the seeds both ran (95% Student-t interval "
                   "of the mean difference; 'within noise' when it holds 0):", "",
                   pairs_table(differences)]  # fmt: skip
+    if extra:
+        parts += ["", extra]
     parts += ["", "Every run:", "", markdown_table(rows, RUN_COLUMNS)]
     return "\n".join(parts)
 
 
-def write_seed_tables(rows: list[dict], pairs: list[tuple[str, str]], out: Path) -> None:
-    """results.md (summary, pairs, runs), results.csv (one row per run), summary.csv, pairs.csv."""
+def write_seed_tables(
+    rows: list[dict], pairs: list[tuple[str, str]], out: Path, extra: str = ""
+) -> None:
+    """results.md (summary, pairs, controls, runs), results.csv (one row per run), summary.csv,
+    pairs.csv."""
     out.mkdir(parents=True, exist_ok=True)
     legend = notes(rows, RUN_COLUMNS)
-    text = seed_markdown(rows, pairs) + "\n\n" + legend + "\n\n" + machine_note() + "\n"
+    text = seed_markdown(rows, pairs, extra) + "\n\n" + legend + "\n\n" + machine_note() + "\n"
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])

@@ -30,6 +30,7 @@ from solo_hyper.evaluation.compare import (
     evaluate_rows,
     run_name,
     train_or_reuse,
+    with_controls,
     write_tables,
 )
 from solo_hyper.evaluation.plots import sweep_plot, training_curves
@@ -88,8 +89,10 @@ def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,
     linear_epochs: int | None = None, linear_config_path: str | None = None, device: str = "auto",
+    controls: bool = True,
 ) -> list[dict]:  # fmt: skip
-    """Trains (or reuses) and evaluates every (config, value) cell; writes the table and plot."""
+    """Trains (or reuses) and evaluates every (config, value) cell, with each cell's untrained
+    backbone and the raw pixels beside (``controls``); writes the table and plot."""
     key, parsed = resolve_sweep(target, values)
     out = Path(out_dir)
     cells = []
@@ -117,7 +120,12 @@ def sweep(
     rows = [{**row, "config": config, "value": value}
             for (config, value, _), row in zip(cells, evaluated)]  # fmt: skip
     stem = f"sweep-{key.split('.')[-1]}"
-    write_tables(rows, out, stem, COLUMNS)
+    extra = ""
+    if controls:  # each cell's gain is over its own untrained backbone
+        extra = with_controls(rows, [prep for _, _, prep in cells], out, linear_epochs,
+                              linear_config_path, device, quiet,
+                              label=lambda r: f"{r['config']} {key.split('.')[-1]}={r['value']}")  # fmt: skip
+    write_tables(rows, out, stem, COLUMNS, extra)
     sweep_plot(
         rows, key, [("linear_acc1", "offline linear top-1"), ("knn_top1", "offline kNN top-1"),
                     ("knn_coarse_top1", "offline kNN coarse top-1")], out / f"{stem}.png",

@@ -28,6 +28,15 @@ from solo_hyper.evaluation.compare import (
     notes,
     train_or_reuse,
 )
+from solo_hyper.evaluation.controls import (
+    PIXELS,
+    TITLES,
+    UNTRAINED,
+    evaluate_control,
+    gain_verdict,
+    gains,
+    interval_text,
+)
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
 from solo_hyper.evaluation.stats import (
     Interval,
@@ -131,6 +140,7 @@ class Cell:
     run_dir: Path | None = None  # the directory plan_run chose (<name>-<hash> beside another's)
     estimate_s: float | None = None
     result: dict = field(default_factory=dict)
+    untrained: dict = field(default_factory=dict)  # its untrained backbone's numbers (controls)
 
 
 def _run_name(column: Column, row: Row, seed: int) -> str:
@@ -353,9 +363,10 @@ def run_table(
     name: str, scale: str, out: str, seeds=None, epochs: int | None = None, overrides=(),
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
     linear_config: str | None = None, device: str = "auto", quiet: bool = True,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, controls: bool = True,
 ) -> Path:  # fmt: skip
-    """``reproduce`` without the table's lock."""
+    """``reproduce`` without the table's lock. ``controls``: each run's untrained backbone and
+    the raw pixels of each column, evaluated as the runs (linear tables; not robust-eval)."""
     cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root)
     for column in dict.fromkeys(c.column for c in cells):
         check_linear([c.prep for c in cells if c.column is column], None, linear_config,
@@ -377,9 +388,20 @@ def run_table(
         if cell.column.robust_config:
             row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet)))
         cell.result = row
+        if controls and not TABLES[name].robust and not cell.column.eval_dataset:
+            cell.untrained = evaluate_control(cell.prep, UNTRAINED, Path(out), None, linear,
+                                              device, quiet)  # fmt: skip
         tracker.finished(cell, time.perf_counter() - start)
+    pixels = {}
+    if controls and not TABLES[name].robust:
+        for column in dict.fromkeys(c.column for c in cells if not c.column.eval_dataset):
+            first = next(c for c in cells if c.column is column)
+            linear = linear_config or (
+                str(shipped_config(column.linear_config)) if column.linear_config else None)
+            pixels[column.name] = evaluate_control(first.prep, PIXELS, Path(out), None, linear,
+                                                   device, quiet)  # fmt: skip
     path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides)}.md"
-    write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load()))
+    write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
           **{k: v for k, v in c.result.items() if k in RUN_KEYS or " A_nat" in k or " PGD-" in k}}
@@ -436,8 +458,12 @@ def _first_attack(keys: list[str], protocol: str) -> str | None:
 PaperValues = dict[tuple[str, str, str], float]  # (column, row, result key) -> the paper's number
 
 
-def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict]) -> str:
-    """The table's markdown; ``numbers``: every paper number (``paper.load()``)."""
+def markdown(
+    spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict],
+    pixels: dict[str, dict] | None = None,
+) -> str:  # fmt: skip
+    """The table's markdown; ``numbers``: every paper number (``paper.load()``); the controls:
+    each cell's ``untrained`` numbers and ``pixels`` (column name -> the raw-pixel control)."""
     parts = [f"# {spec.title}", "", f"Claim ({spec.paper}): {spec.claim}.", ""]
     values: PaperValues = {}
     setting_notes: dict[str, str] = {}
@@ -472,7 +498,9 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
             beside = paper.beside(*paper.resolve(numbers, spec.name, key, column.paper_column,
                                                  None if not spec.robust else "A_nat", None))
             parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))
+        parts += _control_rows(group, metrics, (pixels or {}).get(column.name))
         parts += ["", *_pairs_text(group, metrics, values), *_best_text(spec, group, metrics, values)]
+        parts += _gain_text(group)
     parts += _across_text(spec, cells, values)
     parts += _claims_legend(spec, scale, cells)
     entry = numbers.get(spec.name)
@@ -494,6 +522,40 @@ def markdown(spec: Table, scale: str, cells: list[Cell], numbers: dict[str, dict
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
               + machine_note(), ""]  # fmt: skip
     return "\n".join(parts)
+
+
+def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
+    """The controls' lines of a column's table: the untrained backbones (mean ± std over the
+    distinct networks) and the raw pixels."""
+    distinct = list({c.untrained["run_dir"]: c.untrained for c in group if c.untrained}.values())
+    lines = []
+    if distinct:
+        lines.append(f"| control: {TITLES[UNTRAINED]} | " + " | ".join(
+            _stat([float(u[k]) for u in distinct if isinstance(u.get(k), (int, float))])
+            for k, _, _ in metrics) + " |")  # fmt: skip
+    if pixels is not None:
+        lines.append(f"| control: {TITLES[PIXELS]} | " + " | ".join(
+            _stat([float(pixels[k])] if isinstance(pixels.get(k), (int, float)) else [])
+            for k, _, _ in metrics) + " |")  # fmt: skip
+    return lines
+
+
+def _gain_text(group: list[Cell]) -> list[str]:
+    """Each row's gain over its own untrained backbone, paired over seeds."""
+    with_control = [c for c in group if c.untrained]
+    found = gains([{"config": c.row.title, **c.result} for c in with_control],
+                  [c.untrained for c in with_control])  # fmt: skip
+    if not found:
+        return []
+    lines = ["Gain over the untrained backbone (each run minus its own network at initialisation, "
+             "seeded as the run; both evaluated alike, `evaluation/controls.py`; 95% Student-t "
+             "interval):", "", "| row | metric | seeds | mean gain | 95% interval | verdict |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for g in found:
+        iv = g["interval"]
+        lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
+                     f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:

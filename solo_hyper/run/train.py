@@ -208,6 +208,24 @@ def pretrain(
         return _pretrain_locked(prep, quiet, callbacks, on_mismatch, log)
 
 
+def initial_model(prep: Prepared):
+    """(the run's network before its first step, its training loader, its validation loader),
+    seeded as ``pretrain`` seeds it: the seed, then the loaders (which may draw from the global
+    generators), then the network. The untrained control of a comparison is this network."""
+    cfg = prep.cfg
+    pl.seed_everything(int(cfg["seed"]), workers=True)
+    train_loader, val_loader, num_classes = build_dataloaders(
+        cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
+    )
+    if len(train_loader) == 0:
+        raise ConfigError(
+            f"impossible batch: optimizer.batch_size={cfg['optimizer']['batch_size']} is larger "
+            f"than the {len(train_loader.dataset)} training images (batches are full, drop_last)"
+        )
+    model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
+    return model, train_loader, val_loader
+
+
 def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: str, log) -> dict:
     """``pretrain`` once the run directory is held: planned again (another process may have
     finished or advanced the run while this one started)."""
@@ -227,16 +245,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     if resume is not None:
         log(f"[solo-hyper] {cfg['name']}: resuming from {resume} after {resumed_at} training "
             f"steps (to max_epochs={cfg['max_epochs']})")  # fmt: skip
-    pl.seed_everything(int(cfg["seed"]), workers=True)
-    train_loader, val_loader, num_classes = build_dataloaders(
-        cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
-    )
-    if len(train_loader) == 0:
-        raise ConfigError(
-            f"impossible batch: optimizer.batch_size={cfg['optimizer']['batch_size']} is larger "
-            f"than the {len(train_loader.dataset)} training images (batches are full, drop_last)"
-        )
-    model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
+    model, train_loader, val_loader = initial_model(prep)
     info = open_run(plan, cfg)
 
     throughput = Throughput()

@@ -25,7 +25,7 @@ TINY_LINEAR = "tests/linear-tiny.yaml"  # the logistic probe and kNN on evaluati
 
 
 def compare_args(out: Path) -> list[str]:
-    return ["compare", "--configs", *CONFIGS, "--epochs", "1", "--out", str(out), "--quiet",
+    return ["compare", "--configs", *CONFIGS, "--epochs", "1", "--out", str(out), "--quiet", "--no-controls",
             "--linear-config", TINY_LINEAR, "--set", *TINY]  # fmt: skip
 
 
@@ -62,6 +62,11 @@ def test_results_table_has_every_column_filled(compared):
         assert float(r["knn_coarse_top1"]) >= 25.0  # 4 coarse classes
         assert 0 <= float(r["relative_delta"]) <= 1
         assert int(r["epochs"]) == 1
+
+
+def test_no_controls_evaluates_no_control(compared):
+    assert not (compared / "controls").exists()
+    assert "untrained backbone" not in (compared / "results.md").read_text()
 
 
 def test_figures_are_written(compared):
@@ -217,8 +222,8 @@ def test_every_seed_is_its_own_run_with_its_own_seed(seeded):
 
 
 def test_seeded_tables_fill_every_column_and_summarise_the_runs(seeded):
-    summary, pairs, runs = markdown_tables((seeded / "results.md").read_text())
-    for table in (summary, pairs, runs):
+    summary, pairs, controls, gains, runs = markdown_tables((seeded / "results.md").read_text())
+    for table in (summary, pairs, controls, gains, runs):
         for row in table[1:]:
             assert len(row) == len(table[0])
             assert all(cell not in ("", "-", "None", "nan") for cell in row), row
@@ -232,6 +237,19 @@ def test_seeded_tables_fill_every_column_and_summarise_the_runs(seeded):
             abs(values[0] - values[1]) / 2**0.5, abs=1e-3
         )
     assert [row[0] for row in pairs[1:]] == ["fashionmnist-hcl - fashionmnist-simclr"] * 4
+    # the controls beside the runs (the main job's table): untrained backbones, raw pixels, and
+    # each config's gain over its own untrained backbone, paired by seed
+    assert [row[0].split(" (")[0] for row in controls[1:]] == ["untrained backbone", "raw pixels"]
+    assert controls[1][1] == "2"  # SimCLR and HCL of one seed share their untrained backbone
+    assert [(row[0], row[1], row[2]) for row in gains[1:]] == [
+        (c, m, "2") for c in ("fashionmnist-hcl", "fashionmnist-simclr")
+        for m in ("linear top-1", "kNN top-1")]  # fmt: skip
+    untrained = {(r["name"], r["untrained_run"]) for r in records}
+    assert len({u for _, u in untrained}) == 2 and all(
+        (seeded / "controls" / u / "eval.json").is_file() for _, u in untrained)  # fmt: skip
+    hcl = [r for r in records if r["config"] == "fashionmnist-hcl"]
+    expected = sum(float(r["linear_acc1"]) - float(r["untrained_linear_acc1"]) for r in hcl) / 2
+    assert float(gains[1][3]) == pytest.approx(expected, abs=0.01)
 
 
 def test_paired_difference_is_the_hand_computed_t_interval(seeded):

@@ -144,12 +144,17 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
     assert trained == ["fashionmnist-hcl-unnormalized-ab-s0"]
     table = capsys.readouterr().out
     # every measured cell is filled and the paper's numbers stand beside the linear column
-    rows = [line for line in table.splitlines()
-            if line.startswith(("| with normalisation |", "| without normalisation |"))]  # fmt: skip
+    rows = [line for line in table.splitlines()  # the table's rows, not the gain lines
+            if line.startswith(("| with normalisation |", "| without normalisation |"))
+            and "top-1 |" not in line]  # fmt: skip
     assert len(rows) == 2 and all(" - |" not in line and "| -" not in line for line in rows)
     # the runs are at c = 0.1: the paper's c = 0.1 number (its Table 4), none without normalisation
     assert "(paper 87.19, its Table 4)" in rows[0] and "(paper -)" in rows[1]
     assert "without normalisation - with normalisation | linear top-1 | 1 |" in table
+    # the controls beside the rows: the untrained backbone (one: both rows start from it) and
+    # the raw pixels, and each row's gain over its own untrained backbone
+    assert "| control: untrained backbone |" in table and "| control: raw pixels |" in table
+    assert "| with normalisation | linear top-1 | 1 |" in table.split("Gain over the untrained")[1]
 
     trained.clear()
     assert main(args) == 0  # a finished campaign trains nothing

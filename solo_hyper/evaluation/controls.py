@@ -1,0 +1,178 @@
+"""Controls: what the evaluation reads without pretraining, beside every comparison.
+
+A trained run is a measurement of its representation only beside (a) the same network at
+initialisation, seeded exactly as the run (``run.train.initial_model``: no optimisation step),
+and (b) the raw input (the evaluation view's pixels, flattened: the ``pixels`` backbone). Each
+control is written as a checkpoint in a run-like directory and evaluated by the very function
+that evaluates runs (``protocol.evaluate_run``: the same features, probe, kNN, splits), so a
+difference between a run and its control is the pretraining's. Controls are cached like runs:
+``OUT/controls/<kind>-<dataset>-<backbone>-s<seed>-<hash>/``, the hash over the network's initial
+weights and the evaluation's data settings, so runs whose untrained backbones are equal share one
+(SimCLR and HCL of one seed), and a finished comparison re-evaluates nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from solo_hyper.evaluation.protocol import evaluate_run
+from solo_hyper.evaluation.stats import Interval, paired_interval
+from solo_hyper.run.checkpoints import LAST
+from solo_hyper.run.identity import save_torch_atomic
+from solo_hyper.run.train import Prepared, initial_model, prepare
+
+UNTRAINED, PIXELS = "untrained", "pixels"
+TITLES = {UNTRAINED: "untrained backbone", PIXELS: "raw pixels"}
+GAIN_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
+# what the evaluation of a control depends on besides the weights (run_data_config drops subsets)
+EVAL_KEYS = ("data", "augmentations")
+
+
+def _digest(state: dict[str, torch.Tensor], cfg: dict) -> str:
+    h = hashlib.sha256()
+    for key in sorted(state):
+        if key.startswith("backbone.") or key.startswith("encoder."):
+            h.update(key.encode())
+            h.update(state[key].detach().cpu().contiguous().numpy().tobytes())
+    settings = {k: cfg.get(k) for k in EVAL_KEYS}
+    settings["data"] = {k: v for k, v in (settings["data"] or {}).items()
+                        if k not in ("train_subset", "val_subset")}  # fmt: skip
+    settings["backbone"] = cfg["backbone"]
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:12]
+
+
+def pixels_config(cfg: dict) -> dict:
+    """The run's config with the ``pixels`` backbone: the evaluation view's 3 x crop x crop input."""
+    out = copy.deepcopy(cfg)
+    crop = int(cfg["augmentations"][0]["crop_size"])
+    out["backbone"] = {"name": "pixels", "kwargs": {"shape": [3, crop, crop]}}
+    return out
+
+
+def _control_model(prep: Prepared, kind: str):
+    if kind == UNTRAINED:
+        model = initial_model(prep)[0]
+        return model, prep.cfg
+    cfg = pixels_config(prep.cfg)
+    pixels = prepare(None, base=cfg)
+    model = initial_model(pixels)[0]
+    return model, pixels.cfg
+
+
+def write_control(prep: Prepared, kind: str, root: Path) -> Path:
+    """The control's directory under ``root/controls`` (its checkpoint written once)."""
+    if kind not in TITLES:
+        raise ValueError(f"control kind must be one of {sorted(TITLES)}, got {kind!r}")
+    model, cfg = _control_model(prep, kind)
+    state = model.state_dict()
+    slug = "pixels" if kind == PIXELS else "untrained"
+    name = (f"{slug}-{cfg['data']['dataset']}-{prep.cfg['backbone']['name']}-s{cfg['seed']}-"
+            f"{_digest(state, cfg)}")  # fmt: skip
+    run_dir = Path(root) / "controls" / name
+    if not (run_dir / LAST).is_file():
+        cfg = {**copy.deepcopy(cfg), "name": name}
+        save_torch_atomic(run_dir / LAST, {"state_dict": state, "solo_hyper_config": cfg,
+                                      "control": kind, "global_step": 0, "epoch": 0})  # fmt: skip
+    return run_dir
+
+
+def evaluate_control(
+    prep: Prepared, kind: str, root: Path, linear_epochs: int | None = None,
+    linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
+) -> dict:  # fmt: skip
+    """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json)."""
+    run_dir = write_control(prep, kind, root)
+    ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet)
+    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]),
+            **{k: ev.get(k) for k, _ in GAIN_METRICS}}  # fmt: skip
+
+
+def controls_for(
+    preps: list[Prepared], root: Path, linear_epochs: int | None = None,
+    linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
+) -> tuple[list[dict], dict | None]:
+    """(each run's untrained control, in the order of ``preps``; the raw-pixel control of the
+    first run's dataset and seed)."""
+    untrained = [evaluate_control(p, UNTRAINED, root, linear_epochs, linear_config_path, device,
+                                  quiet) for p in preps]  # fmt: skip
+    pixels = (evaluate_control(preps[0], PIXELS, root, linear_epochs, linear_config_path, device,
+                               quiet) if preps else None)  # fmt: skip
+    return untrained, pixels
+
+
+def default_label(row: dict) -> str:
+    return row.get("config") or row["name"]
+
+
+def gains(rows: list[dict], untrained: list[dict], label=None) -> list[dict]:
+    """Per config (``label`` of a row) and metric: the run minus its own untrained backbone,
+    paired over seeds (``rows`` and ``untrained`` in the same order)."""
+    label = label or default_label
+    by_config: dict[str, list[tuple[dict, dict]]] = {}
+    for row, control in zip(rows, untrained, strict=True):
+        by_config.setdefault(label(row), []).append((row, control))
+    out = []
+    for config, members in by_config.items():
+        for key, title in GAIN_METRICS:
+            both = [(r[key], c[key]) for r, c in members
+                    if isinstance(r.get(key), (int, float)) and isinstance(c.get(key), (int, float))]
+            if both:
+                iv = paired_interval([a for a, _ in both], [b for _, b in both])
+                out.append({"config": config, "key": key, "metric": title, "interval": iv})
+    return out
+
+
+def interval_text(iv: Interval) -> str:
+    return "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+
+
+def gain_verdict(iv: Interval) -> str:
+    if iv.within_noise is None:
+        return "needs >= 2 seeds"
+    if iv.within_noise:
+        return "not above the untrained backbone (within noise)"
+    return "above the untrained backbone" if iv.mean > 0 else "below the untrained backbone"
+
+
+def controls_markdown(
+    rows: list[dict], untrained: list[dict], pixels: dict | None, label=None
+) -> str:
+    """The controls' rows (mean ± std over seeds of the untrained backbones; the raw pixels) and
+    each config's gain over its untrained backbone."""
+    from solo_hyper.evaluation.stats import mean, sample_std
+
+    def stat(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return f"{values[0]:.2f}" if len(values) == 1 else f"{mean(values):.2f} ± {sample_std(values):.2f}"
+
+    lines = ["Controls, evaluated exactly as the runs (the same features, probe and kNN; "
+             "`evaluation/controls.py`):", "", "| control | runs | linear top-1 | kNN top-1 |",
+             "|---|---|---|---|"]  # fmt: skip
+    distinct = list({c["run_dir"]: c for c in untrained}.values())
+    lines.append(f"| {TITLES[UNTRAINED]} (each run's network at initialisation) | {len(distinct)} | "
+                 + " | ".join(stat([c[k] for c in distinct if c.get(k) is not None])
+                              for k, _ in GAIN_METRICS) + " |")  # fmt: skip
+    if pixels is not None:
+        lines.append(f"| {TITLES[PIXELS]} | 1 | "
+                     + " | ".join(stat([pixels[k]] if pixels.get(k) is not None else [])
+                                  for k, _ in GAIN_METRICS) + " |")  # fmt: skip
+    lines += ["", "Gain over the untrained backbone (each run minus its own network at "
+              "initialisation, same seed; 95% Student-t interval):", "",
+              "| config | metric | seeds | mean gain | 95% interval | verdict |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    for g in gains(rows, untrained, label):
+        iv = g["interval"]
+        lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
+                     f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+__all__ = ["PIXELS", "TITLES", "UNTRAINED", "controls_for", "controls_markdown",
+           "evaluate_control", "gains", "pixels_config", "write_control"]  # fmt: skip

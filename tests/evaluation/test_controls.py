@@ -1,0 +1,126 @@
+"""Controls: each run's untrained backbone and the raw pixels, evaluated by the runs' own code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from solo_hyper.evaluation import controls, protocol
+from solo_hyper.run.train import prepare
+
+TINY_LINEAR = "tests/linear-tiny.yaml"  # the logistic probe and kNN on evaluation subsets
+SIMCLR = "configs/pretrain/fashionmnist/simclr.yaml"
+TINY = ["data.train_subset=64", "optimizer.batch_size=32", "backbone.kwargs.width=8",
+        "method_kwargs.proj_hidden_dim=32", "method_kwargs.proj_output_dim=16", "max_epochs=1",
+        "knn_eval.enabled=false", "data.val_subset=32", "limit_val_batches=1"]  # fmt: skip
+
+
+def tiny(tmp_path: Path, config: str = SIMCLR, seed: int = 0, name: str = "run"):
+    return prepare(config, [*TINY, f"seed={seed}", f"name={name}", f"checkpoint.dir={tmp_path}"])
+
+
+def test_raw_pixels_backbone_is_the_flattened_input():
+    from solo_hyper.backbones import build_backbone
+
+    net = build_backbone("pixels", shape=(3, 28, 28))
+    x = torch.randn(4, 3, 28, 28)
+    assert net.num_features == 3 * 28 * 28 and torch.equal(net(x), x.flatten(1))
+    assert not list(net.parameters())
+    with pytest.raises(ValueError, match="expects images of shape"):
+        net(torch.randn(4, 3, 32, 32))
+
+
+def test_the_untrained_control_is_the_runs_network_before_its_first_step(tmp_path):
+    """pretrain's network at on_train_start (no optimisation step yet) has exactly the weights
+    of the run's untrained control: seeded as the run, loaders built first, as pretrain does."""
+    import pytorch_lightning as pl
+
+    from solo_hyper.run.train import pretrain
+
+    seen = {}
+
+    class Capture(pl.Callback):
+        def on_train_start(self, trainer, pl_module):
+            seen.update({k: v.detach().clone() for k, v in pl_module.state_dict().items()})
+
+    prep = tiny(tmp_path)
+    pretrain(prep, quiet=True, callbacks=[Capture()], on_mismatch="new")
+    control = torch.load(controls.write_control(prep, controls.UNTRAINED, tmp_path) / "last.ckpt",
+                         weights_only=False)["state_dict"]  # fmt: skip
+    assert seen.keys() == control.keys()
+    assert all(torch.equal(seen[k], control[k]) for k in seen)
+    other = torch.load(controls.write_control(tiny(tmp_path, seed=1), controls.UNTRAINED, tmp_path)
+                       / "last.ckpt", weights_only=False)["state_dict"]  # fmt: skip
+    assert not all(torch.equal(other[k], control[k]) for k in control)  # another seed, another net
+
+
+def fabricated(model: torch.nn.Module) -> torch.nn.Module:
+    """A backbone no training produced: every parameter from a fixed generator."""
+    g = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    return model
+
+
+def test_a_control_goes_through_exactly_the_code_path_of_a_run(tmp_path, monkeypatch):
+    """One fabricated network, saved once as a run's checkpoint and once as a control: the
+    control is evaluated by protocol.evaluate_run itself, the probe and kNN get bit-identical
+    features, and every number is the same."""
+    from solo_hyper.run.train import initial_model
+
+    prep = tiny(tmp_path)
+    model = fabricated(initial_model(prep)[0])
+    monkeypatch.setattr(controls, "initial_model", lambda p: (model, None, None))
+    run_dir = tmp_path / "fabricated-run"
+    run_dir.mkdir()
+    torch.save({"state_dict": model.state_dict(), "solo_hyper_config": prep.cfg}, run_dir / "last.ckpt")
+
+    calls, features = [], []
+    real_evaluate, real_probe = protocol.evaluate_run, protocol.linear_probe
+
+    def counting(run, *args, **kwargs):
+        calls.append(Path(run).name)
+        return real_evaluate(run, *args, **kwargs)
+
+    def probe(model, cfg, lcfg, embeddings, **kwargs):
+        features.append([e.feats.clone() for e in embeddings])
+        return real_probe(model, cfg, lcfg, embeddings, **kwargs)
+
+    monkeypatch.setattr(controls, "evaluate_run", counting)
+    monkeypatch.setattr(protocol, "linear_probe", probe)
+    as_run = protocol.evaluate_run(run_dir, None, TINY_LINEAR, False)
+    as_control = controls.evaluate_control(prep, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
+    assert len(calls) == 1 and calls[0].startswith("untrained-fashionmnist-small_cnn-s0-")
+    assert all(torch.equal(a, b) for a, b in zip(*features))
+    for key in ("linear_acc1", "knn_top1"):
+        assert as_control[key] == as_run[key], key
+
+
+def test_controls_are_cached_and_shared_by_equal_networks(tmp_path, monkeypatch):
+    """SimCLR and HCL of one seed start from the same backbone: one untrained control, evaluated
+    once; asking again evaluates nothing."""
+    simclr = tiny(tmp_path, name="a")
+    hcl = tiny(tmp_path, "configs/pretrain/fashionmnist/hcl.yaml", name="b")
+    first = controls.write_control(simclr, controls.UNTRAINED, tmp_path)
+    assert controls.write_control(hcl, controls.UNTRAINED, tmp_path) == first
+    stamp = (first / "last.ckpt").stat().st_mtime_ns
+    controls.evaluate_control(simclr, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
+    monkeypatch.setattr(protocol, "linear_probe", lambda *a, **k: pytest.fail("re-evaluated"))
+    controls.evaluate_control(hcl, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
+    assert (first / "last.ckpt").stat().st_mtime_ns == stamp  # never rewritten
+
+
+def test_gain_over_the_untrained_backbone_is_paired_by_seed():
+    rows = [{"config": "hcl", "linear_acc1": v, "knn_top1": 80.0} for v in (85.0, 86.0, 87.5)]
+    untrained = [{"run_dir": f"u{i}", "linear_acc1": v, "knn_top1": 80.0}
+                 for i, v in enumerate((83.0, 84.0, 85.0))]  # fmt: skip
+    found = {g["key"]: g["interval"] for g in controls.gains(rows, untrained)}
+    assert found["linear_acc1"].mean == pytest.approx(2.1666666, rel=1e-6)
+    assert found["linear_acc1"].low > 0 and found["knn_top1"].within_noise
+    text = controls.controls_markdown(rows, untrained, {"linear_acc1": 84.6, "knn_top1": 84.0})
+    assert "| raw pixels | 1 | 84.60 | 84.00 |" in text
+    assert "| hcl | linear top-1 | 3 | +2.17 |" in text and "above the untrained backbone" in text
+    assert "| hcl | kNN top-1 | 3 | +0.00 | [+0.00, +0.00] | not above the untrained backbone" in text
