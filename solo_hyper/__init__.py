@@ -22,6 +22,10 @@ def register_methods() -> None:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "load_pretrained":  # a run's or an export's backbone and head (solo_hyper.pretrained)
+        from solo_hyper.pretrained import load_pretrained
+
+        return load_pretrained
     if name == "adapter":  # the solo-learn adapter, imported (with solo-learn) only when asked for
         from solo_hyper.solo import adapter
 
@@ -29,4 +33,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'solo_hyper' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "register_methods"]
+__all__ = ["__version__", "load_pretrained", "register_methods"]

@@ -172,6 +172,7 @@ def export_run(checkpoint: str | Path, out_dir: str | Path) -> dict:
             "dataset": cfg["data"]["dataset"],
         },  # fmt: skip
         "code": code_version(),
+        "config": cfg,  # solo_hyper.load_pretrained(DIR) rebuilds backbone and head from it
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))

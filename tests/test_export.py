@@ -111,3 +111,26 @@ def test_export_keeps_an_earlier_export_aside(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # the float32 curvature as the number it is, not its float64 spelling 0.30000001192092896
     assert json.loads((out / "model.json").read_text())["projector"]["curvature"] == 0.3
+
+
+@pytest.mark.parametrize("source", ["run", "export"])
+def test_load_pretrained_gives_the_backbone_and_head_on_its_space(tmp_path, source):
+    import solo_hyper
+
+    model, run = saved_run(tmp_path, "small_cnn", curvature=0.3)
+    path = run
+    if source == "export":
+        path = tmp_path / "exported"
+        assert main(["export", "--checkpoint", str(run), "--out", str(path)]) == 0
+    loaded = solo_hyper.load_pretrained(path)
+    assert not loaded.backbone.training and not loaded.head.training
+    assert loaded.space.name == "poincare" and float(loaded.space.curvature) == pytest.approx(0.3)
+    x = torch.rand(4, 3, 28, 28)
+    model.eval()
+    with torch.no_grad():  # a plain PyTorch forward: the run's own features and points
+        feats = loaded.backbone(x)
+        torch.testing.assert_close(feats, model.encoder(x) if hasattr(model, "encoder") else model.backbone(x))
+        z = loaded.head(feats)
+        torch.testing.assert_close(z, model.projector(feats))
+    assert float(z.norm(dim=1).max()) < 0.3**-0.5  # inside the ball of curvature -0.3
+    assert loaded.input["crop_size"] == 28

@@ -118,15 +118,32 @@ def check_setup(path: Path) -> None:
         )
 
 
+def launcher_dir() -> Path:
+    """Where the set-up keeps solo main's launchers: ``<environment>/solo-learn``
+    (``scripts/bootstrap-main.sh`` copies them there from the solo-learn sources)."""
+    return Path(sys.prefix) / "solo-learn"
+
+
+def resolve_script(script: str) -> Path:
+    """A path to a script, or the bare name of one of solo main's launchers (found in
+    ``launcher_dir``); a clear error otherwise."""
+    path = Path(script)
+    if path.is_file():
+        return path
+    kept = launcher_dir() / path.name
+    if path.parent == Path(".") and kept.is_file():
+        return kept
+    raise ConfigError(
+        f"solo-learn script {script!r} does not exist: give the path of one of "
+        f"{', '.join(KNOWN_SCRIPTS)} in a checkout of solo-learn, or the bare name when the set-up "
+        f"keeps them in {launcher_dir()} (scripts/bootstrap-main.sh does; they are not part of "
+        "the installed package; see docs/solo-main.md)"
+    )
+
+
 def run_solo(script: str, args: list[str]) -> None:
     """Registers this plugin into the installed solo-learn, then runs ``script`` as __main__."""
-    path = Path(script)
-    if not path.is_file():
-        raise ConfigError(
-            f"solo-learn script {script!r} does not exist: give the path of one of "
-            f"{', '.join(KNOWN_SCRIPTS)} in a checkout of solo-learn (they are not part of the "
-            "installed package; see docs/solo-main.md)"
-        )
+    path = resolve_script(script)
     check_setup(path)
     import solo_hyper.methods  # noqa: F401  (registers the methods)
     from solo_hyper.solo import adapter

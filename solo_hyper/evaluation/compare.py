@@ -241,16 +241,22 @@ def evaluate_rows(
     return out
 
 
+def curves(rows: list[dict], out: Path):
+    """curves.png from the runs' training logs (no evaluation needed): one mean line and seed
+    band per config."""
+    groups: dict[str, list[Path]] = {}
+    for r in rows:
+        groups.setdefault(row_label(r), []).append(Path(r["run_dir"]))
+    knn_scale = 1.0 if adapter.KNN_PERCENT else 100.0
+    return plots.training_curves(groups, out / "curves.png", knn_scale)
+
+
 def draw(rows: list[dict], out: Path, pairs: list[tuple[str, str]] = ()) -> list[Path]:
     """curves.png (per-step training curves, a band per config over its seeds), comparison.png
     (final offline metrics, paired differences) and disk.png (the first seed of each config);
     figures.json lists every figure's panels and the series drawn in each."""
-    groups: dict[str, list[Path]] = {}
-    for r in rows:
-        groups.setdefault(r.get("config") or r["name"] or r["method"], []).append(Path(r["run_dir"]))
-    knn_scale = 1.0 if adapter.KNN_PERCENT else 100.0
     figures = {
-        "curves.png": plots.training_curves(groups, out / "curves.png", knn_scale),
+        "curves.png": curves(rows, out),
         "comparison.png": plots.comparison_figure(
             [{**r, "config": r.get("config") or r["name"]} for r in rows],
             paired_rows(rows, list(pairs)) if pairs else [], out / "comparison.png",
@@ -337,6 +343,10 @@ def compare(
             rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
             pairs=todo.pairs, eval_dataset=eval_dataset, phases=phases,
         )
+    elif plots_enabled:  # the training curves need no evaluation
+        drawn = curves(rows, out)
+        if drawn is not None:
+            (out / "figures.json").write_text(json.dumps({"curves.png": {"panels": drawn[1]}}, indent=2) + "\n")
     extra = ""
     if evaluate and controls and eval_dataset is None:  # controls of the run's own dataset
         extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet)

@@ -42,8 +42,6 @@ OFFLINE_METRICS = [
     ("knn_coarse_top1", "offline kNN coarse top-1 (%)\nun-augmented train/test splits"),
 ]
 LOSS_TITLES = {"train_class_loss": "online linear probe loss (train)"}
-# sample-std bands need 2 seeds; with more the band is mean +- one sample std
-BAND = "band: mean ± 1 sample std over seeds"
 
 
 def _mean_band(curves: list[tuple[list[int], list[float]]]):
@@ -73,9 +71,11 @@ def training_curves(
               for k in sorted({k for runs in logs.values() for r in runs for k in step_loss_keys(r)})]  # fmt: skip
     panels += [("val_acc1", "online linear top-1 (%)", 1.0), ("val_knn_acc1", ONLINE_KNN, knn_scale)]
     drawn: dict[str, list[str]] = {}
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.9), squeeze=False)
+    spreads: set[str] = set()  # how the seeds' spread was drawn: "band", "bars"
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 4.6), squeeze=False)
     colours = plt.get_cmap("tab10")
     for ax, (key, title, scale) in zip(axes[0], panels):
+        panel_steps: set[int] = set()
         for i, (label, runs) in enumerate(logs.items()):
             curves = [step_series(r, key) for r in runs]
             curves = [(st, [scale * v for v in vals]) for st, vals in curves if st]
@@ -93,20 +93,39 @@ def training_curves(
                     ax.errorbar(steps, mean, yerr=[[m - lo for m, lo in zip(mean, low)],
                                 [hi - m for m, hi in zip(mean, high)]], color=colour, ls="",
                                 capsize=3)  # fmt: skip
+                    spreads.add("bars")
                 else:
                     ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0)
+                    spreads.add("band")
+            panel_steps.update(steps)
             drawn.setdefault(title, []).append(label)
         ax.set_title(title, fontsize=9)
         ax.set(xlabel="optimisation step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if len(panel_steps) == 1:  # one logged step: a tick there, not fractional neighbours
+            (only,) = panel_steps
+            ax.set_xlim(only - 1, only + 1)
+            ax.set_xticks([only])
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
+        if ax.lines:  # below the axes: a legend inside could hide a single point
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
     if not drawn:
         plt.close(fig)
         return None
-    fig.suptitle(f"Training curves per method ({BAND})", fontsize=10)
+    fig.suptitle(f"Training curves per method ({spread_words(spreads)})", fontsize=10)
     return _save(fig, path), drawn
+
+
+def spread_words(spreads: set[str]) -> str:
+    """The title's account of what the figure draws."""
+    if not spreads:
+        return "one run per method: its logged values"
+    parts = ["mean over seeds"]
+    if "band" in spreads:
+        parts.append("shaded band: ± 1 sample std")
+    if "bars" in spreads:
+        parts.append("error bars (curves of under 6 points): ± 1 sample std")
+    return "; ".join(parts)
 
 
 def _short_names(labels: list[str]) -> dict[str, str]:

@@ -171,13 +171,14 @@ def test_ctrl_c_stops_compare_with_no_table_and_the_same_command_resumes_it(tmp_
     configs = [write_config(tmp_path / "cfg" / f"{m}.yaml", m) for m in ("hcl", "simclr")]
     out_dir = tmp_path / "out"
     argv = ["compare", "--configs", *map(str, configs), "--out", str(out_dir), "--no-eval",
-            "--no-plots", "--quiet"]  # fmt: skip
+            "--quiet"]  # fmt: skip
     proc, marker = child(tmp_path, argv, run="cfg-hcl", step=STEP)
     wait_marker(proc, marker, "step")
     os.kill(proc.pid, signal.SIGINT)
     code, out, err = finish(proc)
     assert code == 130, err[-3000:]
     assert not list(out_dir.glob("results*")) and "cfg-hcl" not in out
+    assert not list(out_dir.glob("*.png"))  # no figure of an unfinished run
     assert not (out_dir / "cfg-simclr").exists()  # the command stopped: no next run started
     assert steps_in(out_dir / "cfg-hcl" / "last.ckpt") == STEP
 
@@ -187,4 +188,7 @@ def test_ctrl_c_stops_compare_with_no_table_and_the_same_command_resumes_it(tmp_
     rows = (out_dir / "results.csv").read_text().splitlines()[1:]
     assert [r.split(",")[1] for r in rows] == ["cfg-hcl", "cfg-simclr"]
     assert json.loads((out_dir / "cfg-hcl" / "result.json").read_text())["resumed_at_step"] == STEP
+    # --no-eval still draws the training curves (they need no evaluation), every run in them
+    panels = json.loads((out_dir / "figures.json").read_text())["curves.png"]["panels"]
+    assert panels and all(series == ["cfg-hcl", "cfg-simclr"] for series in panels.values())
     assert_equal(final_state(out_dir / "cfg-hcl"), reference)

@@ -649,3 +649,35 @@ def test_run_solo_names_the_configs_and_tells_the_dialects_apart(tmp_path):
         resolve_hydra_args(
             ["--config-path", str(plugin_yaml.parent), "--config-name", "hcl.yaml"], tmp_path
         )
+
+
+def test_run_solo_finds_solo_mains_launchers_by_name_in_the_environment(tmp_path, monkeypatch):
+    from solo_hyper.cli import run_solo as module
+
+    monkeypatch.setattr(module.sys, "prefix", str(tmp_path))
+    with pytest.raises(ConfigError, match=rf"or the bare name when the set-up keeps them in {tmp_path}"):
+        module.resolve_script("main_pretrain.py")
+    (tmp_path / "solo-learn").mkdir()
+    (tmp_path / "solo-learn" / "main_pretrain.py").write_text("")
+    assert module.resolve_script("main_pretrain.py") == tmp_path / "solo-learn" / "main_pretrain.py"
+    with pytest.raises(ConfigError, match="does not exist"):  # a path is taken as a path
+        module.resolve_script("elsewhere/main_pretrain.py")
+
+
+@needs_main
+def test_the_docs_cpu_smoke_block_runs_as_written_after_the_set_up(tmp_path):
+    """docs/solo-main.md's CPU smoke block, pasted into bash in a folder laid out as the
+    repository root (its configs/ and .venv-main/ linked), after scripts/bootstrap-main.sh put
+    solo main's launchers into .venv-main/solo-learn/."""
+    import subprocess
+
+    text = (ROOT / "docs" / "solo-main.md").read_text()
+    block = text.split("CPU smoke test, as pasted")[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "run-solo main_pretrain.py" in block
+    for name in ("configs", ".venv-main"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[hcl]" in proc.stdout, proc.stdout  # the run's summary line
+    assert (tmp_path / "smoke" / "train").is_dir()
