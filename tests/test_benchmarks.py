@@ -148,3 +148,19 @@ def test_probe_benchmark_writes_its_table(tmp_path, one_thread):
     (run / "eval.json").write_text('{"eval_wall_time_s": 10.0}')
     (row,) = evaluation_rows(tmp_path / "runs")
     assert row.ratio.median == 0.5 and row.verdict == "ok"
+def test_autoattack_benchmark_gives_per_image_ratios_to_pgd20(one_thread):
+    from benchmarks.autoattack import autoattack_rows
+    from solo_hyper.evaluation.autoattack import AutoAttackSpec
+    from solo_hyper.evaluation.diagnostics import DiagnosticsSpec
+
+    rows = autoattack_rows(
+        images=4, rounds=1, train_steps=2, autoattack=AutoAttackSpec(8 / 255, "custom", ("apgd-ce",)),
+        diagnostics=DiagnosticsSpec(images=4, steps=(1,), restarts=1, sweep=(0.3,), square_queries=5),
+    )  # fmt: skip
+    assert [(r.bench, r.variant, r.baseline, r.metric) for r in rows] == [
+        ("autoattack", "AA-custom 8/255 (custom)", "PGD-20 8/255", "time per image"),
+        ("autoattack", "gradient-masking diagnostics", "PGD-20 8/255", "time per image"),
+    ]
+    assert all(r.ratio.n == 1 and r.ratio.median > 0 for r in rows)
+    assert "ms/image" in rows[0].note and "4 images" in rows[0].note
+    assert "| autoattack " in format_table(rows)

@@ -109,7 +109,8 @@ def _robust(args: argparse.Namespace) -> None:
     run = robust.finetune_adv if args.command == "finetune-adv" else robust.robust_eval
     log = (lambda _: None) if args.quiet else _stderr  # phase lines: stderr, results: stdout
     config = args.config if args.config is not None else default_robust_config(args.checkpoint)
-    rows = run(args.checkpoint, config, args.overrides, log=log, progress=not args.quiet)
+    rows = run(args.checkpoint, config, args.overrides, log=log, progress=not args.quiet,
+               twin=args.twin)  # fmt: skip
     print(robust.markdown_table(rows))
 
 
@@ -325,14 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_sweep)
 
     for name, text in [
-        ("robust-eval", "LE and r-LE heads on a pretrained encoder, white-box PGD-20 accuracy"),
-        ("finetune-adv", "adversarial fine-tuning (AT) of a pretrained run, then PGD-20 accuracy"),
+        ("robust-eval", "LE and r-LE heads on a pretrained encoder: PGD-20 and AutoAttack "
+         "accuracy, gradient-masking diagnostics"),
+        ("finetune-adv", "adversarial fine-tuning (AT) of a pretrained run, then robust-eval's "
+         "attacks and diagnostics"),
     ]:
         p = sub.add_parser(name, help=text)
         p.add_argument("--checkpoint", required=True, help="run directory or .ckpt file")
         p.add_argument("--config", default=None,
                        help="default: configs/robust/<the run's dataset>.yaml (refused when "
                        "there is none)")  # fmt: skip
+        p.add_argument("--twin", default=None, help="the Euclidean twin's run (RoCL for RHCL), "
+                       "robust-evaluated first: the diagnostics' transfer attack is crafted on it")  # fmt: skip
         p.add_argument("--quiet", action="store_true")
         p.add_argument("overrides", nargs="*", help="dotted.key=value overrides")
         p.set_defaults(func=_robust)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +28,17 @@ from torch import Tensor, nn
 
 from solo_hyper.attacks import eval_mode, pgd_linf
 
+if TYPE_CHECKING:
+    from solo_hyper.evaluation.autoattack import AutoAttackSpec
+
 Batches = Callable[[], Iterable[tuple[Tensor, Tensor]]]
 """A function returning a fresh pass over (pixels, labels) batches (called once per epoch)."""
+
+
+def eps_text(eps: float) -> str:
+    """'8/255' when eps is a multiple of 1/255, else '0.1'."""
+    n = eps * 255
+    return f"{round(n)}/255" if abs(n - round(n)) < 1e-6 else f"{eps:g}"
 
 
 @dataclass(frozen=True)
@@ -51,9 +61,7 @@ class PGDSpec:
     @property
     def label(self) -> str:
         """'PGD-20 8/255' (eps as a multiple of 1/255 when it is one)."""
-        n = self.eps * 255
-        eps = f"{round(n)}/255" if abs(n - round(n)) < 1e-6 else f"{self.eps:g}"
-        return f"PGD-{self.steps} {eps}"
+        return f"PGD-{self.steps} {eps_text(self.eps)}"
 
     def perturb(
         self, model: nn.Module, x: Tensor, y: Tensor, generator: torch.Generator | None = None
@@ -218,14 +226,16 @@ def adversarial_finetune(
 def robust_accuracy(
     model: nn.Module,
     batches: Batches,
-    attacks: dict[str, PGDSpec],
+    attacks: dict[str, PGDSpec | AutoAttackSpec],
     device: torch.device,
     seed: int = 0,
+    messages: list[str] | None = None,
 ) -> dict[str, float]:
-    """Top-1 accuracy in percent on clean images ("A_nat") and under each white-box attack.
+    """Top-1 accuracy in percent on clean images ("A_nat") and under each attack.
 
-    Every attack starts from the clean batch (not from another attack's output); the random
-    starts are drawn from a generator seeded with ``seed``, so the numbers are reproducible.
+    Every attack starts from the clean batch (not from another attack's output); PGD's random
+    starts are drawn from a generator seeded with ``seed`` and AutoAttack runs with ``seed``, so
+    the numbers are reproducible. AutoAttack's warnings are appended to ``messages``.
     """
     model.to(device).eval()
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -236,7 +246,10 @@ def robust_accuracy(
         with torch.no_grad():
             correct["A_nat"] += int((model(x).argmax(1) == y).sum())
         for name, spec in attacks.items():
-            x_adv = spec.perturb(model, x, y, generator)
+            if isinstance(spec, PGDSpec):
+                x_adv = spec.perturb(model, x, y, generator)
+            else:
+                x_adv = spec.perturb(model, x, y, seed, messages)
             with torch.no_grad():
                 correct[name] += int((model(x_adv).argmax(1) == y).sum())
         total += len(y)

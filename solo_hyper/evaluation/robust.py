@@ -10,6 +10,7 @@ white-box attack) as markdown, CSV and JSON next to the run (``<run dir>/robust/
 from __future__ import annotations
 
 import copy
+import json
 import re
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from solo_hyper.config import (
     positive_int_or_none,
     resolve_device,
 )
-from solo_hyper.evaluation import tables
+from solo_hyper.evaluation import autoattack, tables
 from solo_hyper.evaluation.adversarial import (
     Batches,
     PGDSpec,
@@ -38,7 +39,11 @@ from solo_hyper.evaluation.adversarial import (
     robust_accuracy,
     train_linear_head,
 )
+from solo_hyper.evaluation.autoattack import AutoAttackSpec
+from solo_hyper.evaluation.diagnostics import Diagnosis, DiagnosticsSpec, diagnose
+from solo_hyper.evaluation.diagnostics import markdown as diagnostics_markdown
 from solo_hyper.evaluation.progress import Progress
+from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
              "milestones": [30, 50, 100], "gamma": 0.1}  # fmt: skip
@@ -54,16 +59,26 @@ ROBUST_DEFAULTS: dict[str, Any] = {
     "linear": {"standard": True, "robust": True, **_TRAINING, "attack": dict(_TRAIN_ATTACK)},
     # RHCL+AT: supervised adversarial fine-tuning of encoder + head (Madry et al.)
     "finetune": {**_TRAINING, "attack": dict(_TRAIN_ATTACK)},
-    # white-box attacks on encoder + head (RoCL robustness_test.py); null removes one
+    # attacks on encoder + head: white-box PGD (RoCL robustness_test.py) and AutoAttack entries
+    # ({autoattack: {eps: 8/255, version: standard}}); null removes one
     "evaluation": {
         "attacks": {
             "pgd20_8": {"eps": "8/255", "alpha": "eps/10", "steps": 20, "random_start": True},
             "pgd20_16": {"eps": "16/255", "alpha": "eps/10", "steps": 20, "random_start": True},
-        }
+        },
+        # gradient-masking checks of every evaluated model (evaluation/diagnostics.py) on the
+        # first `images` evaluation images, written to <out>/diagnostics.md
+        "diagnostics": {
+            "enabled": True, "images": 100, "eps": "8/255", "steps": [20, 100, 200],
+            "restarts": 5, "sweep": ["2/255", "8/255", "16/255", 0.1, 0.2, 0.3],
+            "square_queries": 1000, "tolerance": 2.0, "floor": 5.0, "tiny_gradient": 1e-10,
+            "tiny_share": 10.0,
+        },
     },
 }
 
 ATTACK_KEYS = ("eps", "alpha", "steps", "random_start")
+AA_KEYS = ("eps", "version", "attacks")
 _FRACTION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*/\s*([0-9]*\.?[0-9]+)\s*$")
 _NUMBER = re.compile(r"^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$")
 
@@ -88,7 +103,35 @@ def parse_number(value: Any, where: str, eps: float | None = None) -> float:
     raise ConfigError(f"{where} must be {allowed}, got {value!r}")
 
 
-def parse_attack(entry: Any, where: str) -> PGDSpec:
+def parse_autoattack(entry: Any, where: str) -> AutoAttackSpec:
+    """``{eps: 8/255, version: standard}`` (``attacks: [...]`` with ``version: custom``)."""
+    if not isinstance(entry, dict) or "eps" not in entry:
+        raise ConfigError(f"{where} must be a mapping with keys {list(AA_KEYS)} "
+                          "(e.g. {eps: 8/255, version: standard})")  # fmt: skip
+    for key in entry:
+        if key not in AA_KEYS:
+            raise ConfigError(f"unknown key {where}.{key}{closest(key, AA_KEYS)}")
+    attacks = entry.get("attacks") or ()
+    if not isinstance(attacks, (list, tuple)):
+        raise ConfigError(f"{where}.attacks must be a list such as [apgd-ce, square]")
+    try:
+        return AutoAttackSpec(parse_number(entry["eps"], f"{where}.eps"),
+                              entry.get("version", "standard"), tuple(attacks))  # fmt: skip
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def parse_attack(entry: Any, where: str) -> PGDSpec | AutoAttackSpec:
+    """A PGD entry, or ``{autoattack: {...}}`` (``parse_autoattack``)."""
+    if isinstance(entry, dict) and "autoattack" in entry:
+        if len(entry) != 1:
+            raise ConfigError(f"{where}: an autoattack entry has the one key 'autoattack', got "
+                              f"{sorted(entry)}")  # fmt: skip
+        return parse_autoattack(entry["autoattack"], f"{where}.autoattack")
+    return parse_pgd(entry, where)
+
+
+def parse_pgd(entry: Any, where: str) -> PGDSpec:
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a mapping with keys {list(ATTACK_KEYS)}")
     for key in entry:
@@ -104,6 +147,27 @@ def parse_attack(entry: Any, where: str) -> PGDSpec:
         raise ConfigError(f"{where}.random_start must be true or false, got {random_start!r}")
     try:
         return PGDSpec(eps, alpha, entry["steps"], random_start)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def parse_diagnostics(section: dict, where: str = "evaluation.diagnostics") -> DiagnosticsSpec | None:
+    if not isinstance(section["enabled"], bool):
+        raise ConfigError(f"{where}.enabled must be true or false, got {section['enabled']!r}")
+    if not section["enabled"]:
+        return None
+    for key in ("steps", "sweep"):
+        if not isinstance(section[key], list) or not section[key]:
+            raise ConfigError(f"{where}.{key} must be a non-empty list, got {section[key]!r}")
+    numbers = {k: parse_number(section[k], f"{where}.{k}")
+               for k in ("tolerance", "floor", "tiny_gradient", "tiny_share")}  # fmt: skip
+    try:
+        return DiagnosticsSpec(
+            images=section["images"], eps=parse_number(section["eps"], f"{where}.eps"),
+            steps=tuple(section["steps"]), restarts=section["restarts"],
+            sweep=tuple(parse_number(e, f"{where}.sweep") for e in section["sweep"]),
+            square_queries=section["square_queries"], **numbers,
+        )  # fmt: skip
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
 
@@ -168,14 +232,22 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
     labels = [spec.label for spec in attacks.values()]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"evaluation.attacks: two attacks share a label ({labels}); remove one")
+    diagnostics = parse_diagnostics(raw["evaluation"]["diagnostics"])
+    needs_package = [f"evaluation.attacks.{n}" for n, spec in attacks.items()
+                     if isinstance(spec, AutoAttackSpec)]  # fmt: skip
+    if diagnostics is not None:
+        needs_package.append("evaluation.diagnostics (its Square attack)")
+    if needs_package and not autoattack.available():
+        raise ConfigError(autoattack.missing_message(needs_package[0]))
     return {
         "raw": raw,
         "device": device,
         "linear": parse_schedule(raw["linear"], "linear", batch_size),
-        "linear_attack": parse_attack(raw["linear"]["attack"], "linear.attack"),
+        "linear_attack": parse_pgd(raw["linear"]["attack"], "linear.attack"),
         "finetune": parse_schedule(raw["finetune"], "finetune", batch_size),
-        "finetune_attack": parse_attack(raw["finetune"]["attack"], "finetune.attack"),
+        "finetune_attack": parse_pgd(raw["finetune"]["attack"], "finetune.attack"),
         "attacks": {spec.label: spec for spec in attacks.values()},
+        "diagnostics": diagnostics,
     }
 
 
@@ -264,11 +336,45 @@ def _epochs(n: int) -> str:
     return f"{n} epoch{'' if n == 1 else 's'}"
 
 
+def _twin_classifier(twin: str | None, protocol: str, num_classes: int) -> PixelClassifier | None:
+    """The twin run's classifier for ``protocol``: its fine-tuned AT model for AT when it has
+    one, else its r-LE (LE) head from robust_eval.pt on its encoder; None without a twin."""
+    if twin is None:
+        return None
+    from solo_hyper.run.checkpoints import load_pretrained
+
+    saved = _twin_heads(twin)
+    model, cfg, _ = load_pretrained(twin)
+    head = nn.Linear(model.features_dim, num_classes)
+    classifier = PixelClassifier(model.encoder, head, cfg["data"]["mean"], cfg["data"]["std"])
+    finetuned = saved.parent / "finetune_adv.pt"
+    if protocol == "AT" and finetuned.is_file():
+        state = torch.load(finetuned, map_location="cpu", weights_only=False)["state_dict"]
+        classifier.load_state_dict(state)
+    else:
+        heads = torch.load(saved, map_location="cpu", weights_only=False)["heads"]
+        name = protocol if protocol in heads else ("r-LE" if "r-LE" in heads else next(iter(heads)))
+        head.load_state_dict(heads[name])
+    return classifier.eval()
+
+
+def _twin_heads(twin: str) -> Path:
+    """The twin's robust/robust_eval.pt (its trained heads), or a ConfigError saying what to run."""
+    from solo_hyper.run.checkpoints import resolve_checkpoint
+
+    path = resolve_checkpoint(twin).parent / "robust" / "robust_eval.pt"
+    if not path.is_file():
+        raise ConfigError(f"--twin {twin}: {path} is missing; run robust-eval on the twin first "
+                          "(its heads are what the transfer attack is crafted on)")  # fmt: skip
+    return path
+
+
 def robust_eval(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print, progress: bool = False,
+    log: Callable[[str], None] = print, progress: bool = False, twin: str | None = None,
 ) -> list[dict]:  # fmt: skip
-    """LE and r-LE of a pretraining run, each evaluated clean and under the white-box attacks."""
+    """LE and r-LE of a pretraining run, each evaluated clean, under every attack and by the
+    gradient-masking diagnostics (``twin``: the Euclidean twin's run for the transfer attack)."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
     raw, device, seed = rcfg["raw"], rcfg["device"], rcfg["raw"]["seed"]
     protocols = []  # (name, attack the head is trained on)
@@ -278,36 +384,48 @@ def robust_eval(
         protocols.append(("r-LE", rcfg["linear_attack"]))
     if not protocols:
         raise ConfigError("nothing to evaluate: set linear.standard=true and/or linear.robust=true")
+    if twin is not None and rcfg["diagnostics"] is not None:
+        _twin_heads(twin)
     run = _open_run(checkpoint, rcfg, progress)
-    rows = []
+    rows, diagnoses, heads = [], [], {}
     for protocol, attack in protocols:
         start = time.perf_counter()
         log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on {device}")
         classifier = run.classifier(seed)
         losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack, seed)
-        accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], device, seed)
-        rows.append(_row(run, protocol, accuracy, losses, start))
-        log(_summary(rows[-1]))
-    write_tables(rows, run.out, "robust_eval", rcfg)
-    log(f"written: {run.out}/robust_eval.md, .csv, .json")
+        heads[protocol] = {k: v.detach().cpu() for k, v in classifier.head.state_dict().items()}
+        accuracy = _attacked(classifier, run, rcfg, log)
+        row = _row(run, protocol, accuracy, losses, start)
+        diagnoses += _diagnosed(classifier, row, run, rcfg, twin, log)
+        rows.append(row)
+        log(_summary(row))
+    run.out.mkdir(parents=True, exist_ok=True)
+    torch.save({"heads": heads, "solo_hyper_config": run.cfg, "robust": raw},
+               run.out / "robust_eval.pt")  # fmt: skip
+    write_tables(rows, run.out, "robust_eval", rcfg, diagnoses)
+    log(f"written: {run.out}/robust_eval.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return rows
 
 
 def finetune_adv(
     checkpoint: str, config: str | None = None, overrides: list[str] = (),
-    log: Callable[[str], None] = print, progress: bool = False,
+    log: Callable[[str], None] = print, progress: bool = False, twin: str | None = None,
 ) -> list[dict]:  # fmt: skip
-    """RHCL+AT: adversarial fine-tuning of encoder + a new head, then the white-box evaluation."""
+    """RHCL+AT: adversarial fine-tuning of encoder + a new head, then the evaluation of
+    ``robust_eval`` (attacks and diagnostics)."""
     rcfg = load_robust_config(config, overrides)  # every check before any loading
     device, seed = rcfg["device"], rcfg["raw"]["seed"]
+    if twin is not None and rcfg["diagnostics"] is not None:
+        _twin_heads(twin)
     run = _open_run(checkpoint, rcfg, progress)
     start = time.perf_counter()
     log(f"AT: adversarial fine-tuning ({_epochs(rcfg['finetune'].epochs)}) on {device}")
     classifier = run.classifier(seed)
     attack = rcfg["finetune_attack"]
     losses = adversarial_finetune(classifier, run.train, rcfg["finetune"], device, attack)
-    accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], device, seed)
+    accuracy = _attacked(classifier, run, rcfg, log)
     row = {**_row(run, "AT", accuracy, losses, start), "method": f"{run.cfg['method']}+AT"}
+    diagnoses = _diagnosed(classifier, row, run, rcfg, twin, log)
     log(_summary(row))
     run.out.mkdir(parents=True, exist_ok=True)
     torch.save(
@@ -318,9 +436,61 @@ def finetune_adv(
         },
         run.out / "finetune_adv.pt",
     )
-    write_tables([row], run.out, "finetune_adv", rcfg)
-    log(f"written: {run.out}/finetune_adv.md, .csv, .json, .pt")
+    write_tables([row], run.out, "finetune_adv", rcfg, diagnoses)
+    log(f"written: {run.out}/finetune_adv.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return [row]
+
+
+def _attacked(classifier: PixelClassifier, run: _Run, rcfg: dict, log: Callable[[str], None]) -> dict:
+    """Clean and attacked accuracies of one classifier, with AutoAttack's warnings (printed and
+    kept in the row as "autoattack_warnings")."""
+    messages: list[str] = []
+    accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], rcfg["device"],
+                               rcfg["raw"]["seed"], messages)  # fmt: skip
+    for text in messages:
+        log(f"AutoAttack warning: {text}")
+    if any(isinstance(spec, AutoAttackSpec) for spec in rcfg["attacks"].values()):
+        accuracy["autoattack_warnings"] = messages
+    return accuracy
+
+
+def _diagnosed(
+    classifier: PixelClassifier, row: dict, run: _Run, rcfg: dict, twin: str | None,
+    log: Callable[[str], None],
+) -> list[dict]:  # fmt: skip
+    """The diagnostics of one evaluated model: each verdict printed, the model's verdict in
+    ``row["masking"]``; returned as a list of one JSON-ready diagnosis (none when disabled)."""
+    spec = rcfg["diagnostics"]
+    if spec is None:
+        return []
+    x, y = _first_images(run.val, spec.images)
+    device = rcfg["device"]
+    surrogate = _twin_classifier(twin, row["protocol"], run.num_classes)
+    if surrogate is not None:
+        surrogate.to(device)
+    title = f"{row['method']} ({row['protocol']})"
+    diagnosis = diagnose(classifier.to(device), x.to(device), y.to(device), spec, title,
+                         rcfg["raw"]["seed"], rcfg["raw"]["data"]["batch_size"], surrogate,
+                         twin or "")  # fmt: skip
+    for line in diagnosis.lines():
+        log(line)
+    row["masking"] = diagnosis.verdict
+    return [diagnosis.as_dict()]
+
+
+def _first_images(batches: Batches, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys, have = [], [], 0
+    for x, y in batches():
+        xs.append(x[: count - have])
+        ys.append(y[: count - have])
+        have += len(xs[-1])
+        if have >= count:
+            break
+    return torch.cat(xs), torch.cat(ys)
+
+
+def _diagnostics_written(out: Path) -> str:
+    return f"; {out}/diagnostics.md" if (out / "diagnostics.md").is_file() else ""
 
 
 def _row(run: _Run, protocol: str, accuracy: dict, losses: list, start: float) -> dict:
@@ -336,30 +506,74 @@ def _row(run: _Run, protocol: str, accuracy: dict, losses: list, start: float) -
 
 def _summary(row: dict) -> str:
     numbers = ", ".join(f"{k} {v:.2f}" for k, v in row.items() if _is_accuracy(k))
-    return f"{row['method']} ({row['protocol']}): {numbers}"
+    masking = f"; gradient masking: {row['masking']}" if "masking" in row else ""
+    return f"{row['method']} ({row['protocol']}): {numbers}{masking}"
+
+
+def is_attack(key: str) -> bool:
+    """A column of accuracy under an attack: 'PGD-20 8/255', 'AA 8/255', 'AA-plus 0.1'."""
+    return key.startswith("PGD-") or key.split(" ")[0].split("-")[0] == "AA"
 
 
 def _is_accuracy(key: str) -> bool:
-    return key == "A_nat" or key.startswith("PGD-")
+    return key == "A_nat" or is_attack(key)
+
+
+def flagged(row: dict) -> bool:
+    """Whether the row's model was flagged by the gradient-masking diagnostics."""
+    return str(row.get("masking", "")).startswith("FLAGGED")
 
 
 # ----------------------------------------------------------------------------- tables
 
+MARK = "*"
+LEGEND = (f"{MARK} gradient masking flagged by the diagnostics (diagnostics.md): the robust "
+          "columns of that model overstate its robustness.")  # fmt: skip
+
 
 def table_columns(rows: list[dict]) -> list[str]:
-    attacks = [k for k in rows[0] if k.startswith("PGD-")] if rows else []
-    return ["method", "protocol", "A_nat", *attacks]
+    attacks = [k for k in rows[0] if is_attack(k)] if rows else []
+    masking = ["masking"] if any("masking" in r for r in rows) else []
+    return ["method", "protocol", "A_nat", *attacks, *masking]
+
+
+def _shown(rows: list[dict]) -> list[dict]:
+    """Rows as tables show them: a flagged model's attack columns marked."""
+    return [{k: (f"{v:.2f}{MARK}" if flagged(r) and is_attack(k) and isinstance(v, float) else v)
+             for k, v in r.items()} for r in rows]  # fmt: skip
 
 
 def _cell(key: str, value) -> str:
+    if isinstance(value, str) or value is None:
+        return tables.plain(key, value)
     return f"{value:.2f}" if _is_accuracy(key) else str(value)
 
 
 def markdown_table(rows: list[dict]) -> str:
-    return tables.markdown_table(rows, [(c, c) for c in table_columns(rows)], _cell)
+    text = tables.markdown_table(_shown(rows), [(c, c) for c in table_columns(rows)], _cell)
+    return text + ("\n\n" + LEGEND if any(flagged(r) for r in rows) else "")
 
 
-def write_tables(rows: list[dict], out: Path, stem: str, rcfg: dict) -> None:
-    """<out>/<stem>.md, .csv (the table) and .json (rows with timings and the config used)."""
+def write_tables(rows: list[dict], out: Path, stem: str, rcfg: dict,
+                 diagnoses: list[dict] = ()) -> None:  # fmt: skip
+    """<out>/<stem>.md, .csv (the table) and .json (rows with timings, the diagnoses and the
+    config used); then <out>/diagnostics.md from every stem's diagnoses in <out>."""
+    out.mkdir(parents=True, exist_ok=True)
     columns = [(c, c) for c in table_columns(rows)]
-    tables.write_table(out, stem, rows, columns, _cell, extra={"config": rcfg["raw"]})
+    notes = LEGEND if any(flagged(r) for r in rows) else None
+    tables.write_markdown_csv(out, stem, _shown(rows), rows, columns, _cell, notes)
+    write_json_atomic(out / f"{stem}.json", {"rows": rows, "diagnostics": list(diagnoses),
+                                             "config": rcfg["raw"]})  # fmt: skip
+    write_diagnostics(out)
+
+
+def write_diagnostics(out: Path) -> None:
+    """<out>/diagnostics.md from the diagnoses stored by robust-eval and finetune-adv in <out>."""
+    found = []
+    for stem in ("robust_eval", "finetune_adv"):
+        path = out / f"{stem}.json"
+        if path.is_file():
+            found += json.loads(path.read_text()).get("diagnostics", [])
+    if found:
+        write_text_atomic(out / "diagnostics.md", diagnostics_markdown(
+            [Diagnosis.from_dict(d) for d in found]))  # fmt: skip

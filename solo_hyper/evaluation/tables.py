@@ -42,9 +42,18 @@ def write_table(
 ) -> None:  # fmt: skip
     """<out>/<stem>.md and .csv (the table), and .json (the rows, plus ``extra``) when ``extra``
     is given."""
-    out.mkdir(parents=True, exist_ok=True)
-    text = markdown_table(rows, columns, cell) + "\n" + (f"\n{notes}\n" if notes else "")
-    write_text_atomic(out / f"{stem}.md", text)
-    write_text_atomic(out / f"{stem}.csv", csv_text(rows, [k for k, _ in columns]))
+    write_markdown_csv(out, stem, rows, rows, columns, cell, notes)
     if extra is not None:
         write_json_atomic(out / f"{stem}.json", {"rows": rows, **extra})
+
+
+def write_markdown_csv(
+    out: Path, stem: str, shown: list[dict], rows: list[dict], columns: Columns,
+    cell: Callable[[str, Any], str] = plain, notes: str | None = None,
+) -> None:  # fmt: skip
+    """<out>/<stem>.md from ``shown`` (rows as the reader sees them, marks included) and .csv
+    from ``rows`` (the values)."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown_table(shown, columns, cell) + "\n" + (f"\n{notes}\n" if notes else "")
+    write_text_atomic(out / f"{stem}.md", text)
+    write_text_atomic(out / f"{stem}.csv", csv_text(rows, [k for k, _ in columns]))

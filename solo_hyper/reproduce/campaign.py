@@ -37,6 +37,7 @@ from solo_hyper.evaluation.controls import (
     gains,
     interval_text,
 )
+from solo_hyper.evaluation.robust import MARK, is_attack
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
 from solo_hyper.evaluation.stats import (
     Interval,
@@ -315,23 +316,45 @@ class Tracker:
                  f"{seconds:.0f} s); estimated time left {_duration(eta)}")  # fmt: skip
 
 
-def _robust(cell: Cell, run_dir: Path, quiet: bool) -> list[dict]:
+def _robust(cell: Cell, run_dir: Path, quiet: bool, twin: Path | None = None) -> list[dict]:
     from solo_hyper.evaluation import robust
 
     rows = _robust_rows(cell, run_dir)
     if rows is None:
         run = robust.finetune_adv if cell.row.finetune else robust.robust_eval
         rows = run(str(run_dir), str(shipped_config(cell.column.robust_config)), [], log=lambda _: None,
-                   progress=not quiet)  # fmt: skip
+                   progress=not quiet, twin=None if twin is None else str(twin))  # fmt: skip
     return rows
+
+
+def _twin_run(cell: Cell, cells: list[Cell]) -> Path | None:
+    """The run of the cell's Euclidean twin (same column and seed), once robust-evaluated."""
+    for c in cells:
+        if (c.column is cell.column and c.seed == cell.seed and c.row.key == cell.row.twin
+                and c.result and (Path(c.result["run_dir"]) / "robust" / "robust_eval.pt").is_file()):  # fmt: skip
+            return Path(c.result["run_dir"])
+    return None
+
+
+def robust_key(key: str) -> bool:
+    """A robust accuracy of a reproduce row: 'LE A_nat', 'r-LE PGD-20 8/255', 'AT AA 8/255'."""
+    protocol, _, metric = key.partition(" ")
+    return protocol in ("LE", "r-LE", "AT") and (metric == "A_nat" or is_attack(metric))
+
+
+def _robust_column(key: str) -> bool:
+    """A robust accuracy or a model's gradient-masking verdict ('r-LE masking')."""
+    return robust_key(key) or key in ("LE masking", "r-LE masking", "AT masking")
 
 
 def _robust_metrics(rows: list[dict]) -> dict:
     out = {}
     for r in rows:
         for key, value in r.items():
-            if key == "A_nat" or key.startswith("PGD-"):
+            if key == "A_nat" or is_attack(key):
                 out[f"{r['protocol']} {key}"] = value
+        if "masking" in r:
+            out[f"{r['protocol']} masking"] = r["masking"]
     return out
 
 
@@ -386,7 +409,8 @@ def run_table(
         row = evaluate_rows([row], linear_config_path=linear, device=device, quiet=quiet,
                             eval_dataset=cell.column.eval_dataset)[0]  # fmt: skip
         if cell.column.robust_config:
-            row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet)))
+            twin = _twin_run(cell, cells) if cell.row.twin else None
+            row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet, twin)))
         cell.result = row
         if controls and not TABLES[name].robust and not cell.column.eval_dataset:
             cell.untrained = evaluate_control(cell.prep, UNTRAINED, Path(out), None, linear,
@@ -404,9 +428,9 @@ def run_table(
     write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
-          **{k: v for k, v in c.result.items() if k in RUN_KEYS or " A_nat" in k or " PGD-" in k}}
+          **{k: v for k, v in c.result.items() if k in RUN_KEYS or _robust_column(k)}}
          for c in cells], ["column", "row", "seed", "run", *RUN_KEYS,
-                           *dict.fromkeys(k for c in cells for k in c.result if " A_nat" in k or " PGD-" in k)]))  # fmt: skip
+                           *dict.fromkeys(k for c in cells for k in c.result if _robust_column(k))]))  # fmt: skip
     log(f"written: {path}")
     return path
 
@@ -437,7 +461,7 @@ def _metrics(spec: Table, cells: list[Cell]) -> list[tuple[str, str, str | None]
     if not spec.robust:
         return [(LINEAR_METRICS[0][0], LINEAR_METRICS[0][1], None),
                 (LINEAR_METRICS[1][0], LINEAR_METRICS[1][1], "-")]  # fmt: skip
-    keys = list(dict.fromkeys(k for c in cells for k in c.result if " A_nat" in k or " PGD-" in k))
+    keys = list(dict.fromkeys(k for c in cells for k in c.result if robust_key(k)))
     # by protocol, each protocol's attacks in robust-eval's order (its config's: 8/255 first)
     keys.sort(key=lambda k: ["LE", "r-LE", "AT"].index(k.split(" ")[0]))
     out = []
@@ -488,7 +512,8 @@ def markdown(
                 skip = metric == "-" or (spec.robust and (protocol == "AT") != row.finetune)
                 own, shown = (None, None) if skip else paper.resolve(
                     numbers, spec.name, row.key, column.paper_column, metric, cfg)
-                cells_text.append(_stat(measured) + paper.beside(own, shown))
+                mark = MARK if spec.robust and _masked(mine, key) else ""
+                cells_text.append(_stat(measured) + mark + paper.beside(own, shown))
                 if shown is not None and shown.value is not None:
                     values[(column.name, row.key, key)] = shown.value
                 if own is not None and shown is not own and cfg is not None:
@@ -514,9 +539,12 @@ def markdown(
     if rows and not spec.robust:
         parts += [notes(rows, [(k, t) for k, t in LINEAR_METRICS]), ""]
     if spec.robust:
+        parts += _diagnostics_text(cells)
         parts += ["LE: linear head on clean features; r-LE: head trained on PGD-10 examples; AT: "
                   "encoder and head fine-tuned adversarially (Madry et al.); A_nat clean accuracy, "
-                  "PGD-20 white-box l_inf accuracy at each eps (robust-eval's protocol, "
+                  "PGD-20 white-box l_inf accuracy at each eps, AA AutoAttack's (Croce & Hein, "
+                  "standard version: the point-wise worst case over APGD-CE, APGD-T, FAB-T and "
+                  "Square) (robust-eval's protocol, "
                   f"{cells[0].column.robust_config}).", ""]
     parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
@@ -556,6 +584,35 @@ def _gain_text(group: list[Cell]) -> list[str]:
         lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
                      f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
     return [*lines, ""]
+
+
+def _masked(cells: list[Cell], key: str) -> bool:
+    """Whether ``key`` is an attack column of a model the diagnostics flagged in any seed."""
+    protocol, _, metric = key.partition(" ")
+    return is_attack(metric) and any(
+        str(c.result.get(f"{protocol} masking", "")).startswith("FLAGGED") for c in cells)
+
+
+def _diagnostics_text(cells: list[Cell]) -> list[str]:
+    """Each model's gradient-masking verdict over the seeds (robust-eval's diagnostics.md)."""
+    lines = []
+    for row in dict.fromkeys(c.row for c in cells):
+        mine = [c for c in cells if c.row is row and c.result]
+        for protocol in ("LE", "r-LE", "AT"):
+            verdicts = [(c.seed, c.result.get(f"{protocol} masking")) for c in mine]
+            verdicts = [(seed, v) for seed, v in verdicts if v]
+            if not verdicts:
+                continue
+            bad = [f"seed {seed}: {v}" for seed, v in verdicts if v.startswith("FLAGGED")]
+            seeds = " ".join(str(seed) for seed, _ in verdicts)
+            lines.append(f"- {row.title} ({protocol}): " + ("; ".join(bad) if bad else
+                         f"passed (seeds {seeds})"))  # fmt: skip
+    if not lines:
+        return []
+    return ["Gradient-masking diagnostics (each run's robust/diagnostics.md: PGD 20/100/200 "
+            "steps with restarts, eps sweep, Square vs white-box, transfer from the Euclidean "
+            f"twin, input-gradient norms); {MARK} marks the robust columns of a model flagged "
+            "in any seed:", "", *lines, ""]  # fmt: skip
 
 
 def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:

@@ -40,6 +40,8 @@ class Row:
     claims: tuple[Claim, ...] = ()  # the rows it is compared with (paired differences)
     finetune: bool = False  # RHCL + AT: adversarial fine-tuning of the base row's runs, compared
     # with its baselines' linear evaluations (AT at an attack vs LE and r-LE at the same attack)
+    twin: str = ""  # the Euclidean twin's row (RoCL for RHCL): the robust diagnostics' transfer
+    # attack is crafted on its run of the same seed
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,8 @@ def _robust_rows(folder: str) -> tuple[Row, ...]:
     attack = "the adversarial training"
     return (
         Row("simclr", "SimCLR", f"{folder}/simclr.yaml"),
-        Row("hcl", "HCL", f"{folder}/hcl.yaml", claims=(Claim("simclr", "the geometry", GEOMETRY),)),
+        Row("hcl", "HCL", f"{folder}/hcl.yaml", claims=(Claim("simclr", "the geometry", GEOMETRY),),
+            twin="simclr"),
         # "SimCLR and HCL are not robust": each robust method against its own recipe without the
         # attack (simclr.yaml / hcl.yaml differ from RoCL's recipe in temperature, augmentation
         # and input normalisation too)
@@ -186,10 +189,11 @@ def _robust_rows(folder: str) -> tuple[Row, ...]:
         Row("rocl", "RoCL", f"{folder}/rocl.yaml",
             claims=(Claim("simclr-rocl-recipe", attack, ATTACK),)),
         Row("rhcl", "RHCL", f"{folder}/rhcl.yaml",
-            claims=(Claim("rocl", "the geometry", GEOMETRY), Claim("hcl-rhcl-recipe", attack, ATTACK))),
+            claims=(Claim("rocl", "the geometry", GEOMETRY), Claim("hcl-rhcl-recipe", attack, ATTACK)),
+            twin="rocl"),
         # the fine-tuning is the row's own (finetune-adv of RHCL's runs): the same config
         Row("rhcl-at", "RHCL+AT", f"{folder}/rhcl.yaml",
-            claims=(Claim("rhcl", "the adversarial fine-tuning", ()),), finetune=True),
+            claims=(Claim("rhcl", "the adversarial fine-tuning", ()),), finetune=True, twin="rocl"),
     )  # fmt: skip
 
 

@@ -197,6 +197,12 @@ TINY = [
     "data.batch_size=64", "data.train_subset=256", "data.val_subset=128", "linear.epochs=2",
     "finetune.epochs=1", "linear.attack.steps=2", "finetune.attack.steps=2",
     "evaluation.attacks.pgd20_8.steps=3", "evaluation.attacks.pgd20_16.steps=3",
+    "evaluation.attacks.pgd20_01=null", "evaluation.attacks.aa_16=null",
+    "evaluation.attacks.aa_01=null", "evaluation.attacks.aa_8.autoattack.version=custom",
+    "evaluation.attacks.aa_8.autoattack.attacks=[apgd-ce, square]",
+    "evaluation.diagnostics.images=16", "evaluation.diagnostics.steps=[2, 4]",
+    "evaluation.diagnostics.restarts=1", "evaluation.diagnostics.sweep=[8/255, 0.3]",
+    "evaluation.diagnostics.square_queries=20",
 ]  # fmt: skip
 
 
@@ -226,12 +232,25 @@ def test_robust_eval_command_end_to_end(rhcl_run, capsys):
     rows = _table(rhcl_run / "robust" / "robust_eval.csv")
     assert [(r["method"], r["protocol"]) for r in rows] == [("rhcl", "LE"), ("rhcl", "r-LE")]
     for r in rows:
-        clean, pgd8, pgd16 = (float(r[k]) for k in ("A_nat", "PGD-3 8/255", "PGD-3 16/255"))
-        assert 0.0 <= pgd16 <= clean <= 100.0 and 0.0 <= pgd8 <= clean
-    assert "| rhcl | r-LE |" in capsys.readouterr().out
-    assert (rhcl_run / "robust" / "robust_eval.md").read_text().startswith("| method | protocol")
+        clean, pgd8, pgd16, aa8 = (float(r[k].rstrip("*")) for k in
+                                   ("A_nat", "PGD-3 8/255", "PGD-3 16/255", "AA-custom 8/255"))  # fmt: skip
+        assert 0.0 <= pgd16 <= clean <= 100.0 and 0.0 <= pgd8 <= clean and 0.0 <= aa8 <= clean
+        assert r["masking"].split(" ")[0] in ("passed", "FLAGGED")
+    out = capsys.readouterr().out
+    assert "| rhcl | r-LE |" in out
+    assert "rhcl (r-LE): eps sweep: " in out  # each check's verdict printed
+    table = (rhcl_run / "robust" / "robust_eval.md").read_text()
+    assert table.startswith("| method | protocol | A_nat | PGD-3 8/255 | PGD-3 16/255 | "
+                            "AA-custom 8/255 | masking |")  # fmt: skip
     saved = json.loads((rhcl_run / "robust" / "robust_eval.json").read_text())
     assert saved["config"]["linear"]["epochs"] == 2
+    diagnostics = (rhcl_run / "robust" / "diagnostics.md").read_text()
+    for section in ("## rhcl (LE): ", "## rhcl (r-LE): "):
+        assert section in diagnostics
+    for check in ("strength", "eps sweep", "black-box", "transfer", "gradients"):
+        assert f"| {check} | " in diagnostics
+    heads = torch.load(rhcl_run / "robust" / "robust_eval.pt", weights_only=False)["heads"]
+    assert set(heads) == {"LE", "r-LE"}  # kept: a twin's transfer attack is crafted on them
 
 
 @pytest.mark.slow
@@ -247,7 +266,9 @@ def test_finetune_adv_command_end_to_end(rhcl_run):
     assert main(["finetune-adv", *args, "--quiet", *TINY]) == 0
     (row,) = _table(rhcl_run / "robust" / "finetune_adv.csv")
     assert row["method"] == "rhcl+AT" and row["protocol"] == "AT"
-    assert 0.0 <= float(row["PGD-3 8/255"]) <= float(row["A_nat"]) <= 100.0
+    assert 0.0 <= float(row["PGD-3 8/255"].rstrip("*")) <= float(row["A_nat"]) <= 100.0
+    diagnostics = (rhcl_run / "robust" / "diagnostics.md").read_text()
+    assert "## rhcl+AT (AT): " in diagnostics
     saved = torch.load(rhcl_run / "robust" / "finetune_adv.pt", weights_only=False)
     assert (
         "encoder.features.0.weight" in saved["state_dict"] and "head.weight" in saved["state_dict"]

@@ -486,3 +486,38 @@ def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_
             result = json.loads((run / f"eval-{target}.json").read_text())
             assert result["eval_dataset"] == target and result["eval_train_images"] == 256
             assert not (run / "eval.json").exists()  # the source's own evaluation is not made
+
+
+def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
+    """HCL Table 3 carries robust-eval's AutoAttack columns beside PGD's, marks the robust columns
+    of a model its diagnostics flagged, and robust-evaluates RHCL with RoCL's run of the same seed
+    as the transfer attack's twin (HCL with SimCLR's)."""
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    rows = {r.key: r for r in column.rows}
+    assert (rows["rhcl"].twin, rows["hcl"].twin, rows["rhcl-at"].twin) == ("rocl", "simclr", "rocl")
+    cells = []
+    for seed in (0, 1):
+        for key in ("rocl", "rhcl"):
+            cell = campaign.Cell(column, rows[key], seed, prep=None)
+            run = tmp_path / f"{key}-{seed}"
+            (run / "robust").mkdir(parents=True)
+            (run / "robust" / "robust_eval.pt").write_bytes(b"")
+            flagged = key == "rhcl" and seed == 1
+            cell.result = {"run_dir": str(run), "LE A_nat": 70.0, "LE PGD-20 8/255": 50.0,
+                           "LE AA 8/255": 41.0, "LE masking": "passed",
+                           "r-LE masking": "FLAGGED (eps sweep)" if flagged else "passed",
+                           "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0, "r-LE AA 8/255": 45.0}  # fmt: skip
+            cells.append(cell)
+    metrics = {key: paper for key, _, paper in campaign._metrics(spec, cells)}
+    assert metrics["LE AA 8/255"] == "-" and metrics["LE PGD-20 8/255"] == "PGD"
+    assert "LE masking" not in metrics  # a verdict, not a number
+    rhcl = [c for c in cells if c.row.key == "rhcl"]
+    assert campaign._masked(rhcl, "r-LE AA 8/255") and campaign._masked(rhcl, "r-LE PGD-20 8/255")
+    assert not campaign._masked(rhcl, "r-LE A_nat") and not campaign._masked(rhcl, "LE AA 8/255")
+    text = "\n".join(campaign._diagnostics_text(cells))
+    assert "- RHCL (r-LE): seed 1: FLAGGED (eps sweep)" in text
+    assert "- RoCL (r-LE): passed (seeds 0 1)" in text
+    assert campaign._twin_run(rhcl[1], cells) == tmp_path / "rocl-1"
+    rocl = [c for c in cells if c.row.key == "rocl"]
+    assert campaign._twin_run(rocl[0], cells) is None  # RoCL has no twin

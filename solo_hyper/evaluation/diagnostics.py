@@ -1,0 +1,239 @@
+"""Gradient-masking diagnostics of an attacked classifier (Athalye et al. 2018; Carlini et al.
+2019, "On evaluating adversarial robustness"; Croce & Hein 2020).
+
+A gradient attack can call a model robust because its input gradients are useless (zero, tiny,
+noisy), not because it is. Each check below is one of the literature's symptoms of that, measured
+on the first ``images`` evaluation images at radius ``eps``:
+
+- strength: PGD with more steps (20, 100, 200; each the point-wise worst case over ``restarts``
+  random starts) must not leave more images correct;
+- sweep: accuracy under PGD must fall with eps and reach ~0 at a large radius (0.3);
+- black-box: the gradient-free Square attack must not beat the white-box attacks;
+- transfer: examples crafted on the Euclidean twin (RoCL for RHCL) must not beat them either;
+- gradients: the share of images whose input gradient of the attacked loss is ~0.
+
+A check that fails flags the model; ``robust-eval`` marks a flagged model's robust columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from solo_hyper.attacks import eval_mode, pgd_linf
+from solo_hyper.evaluation.adversarial import eps_text
+
+
+@dataclass(frozen=True)
+class DiagnosticsSpec:
+    """The budget (``images``, steps, restarts, sweep, queries) and the thresholds of the checks."""
+
+    images: int = 100
+    eps: float = 8 / 255
+    steps: tuple[int, ...] = (20, 100, 200)
+    restarts: int = 5
+    sweep: tuple[float, ...] = (2 / 255, 8 / 255, 16 / 255, 0.1, 0.2, 0.3)
+    square_queries: int = 1000
+    tolerance: float = 2.0  # accuracy points a check may be off before it flags
+    floor: float = 5.0  # accuracy (%) the sweep must reach at its largest eps
+    tiny_gradient: float = 1e-10  # l1 norm of an input gradient that counts as zero
+    tiny_share: float = 10.0  # % of images with a ~0 gradient that flags masking
+
+    def __post_init__(self) -> None:
+        counts = {"images": self.images, "restarts": self.restarts,
+                  "square_queries": self.square_queries}  # fmt: skip
+        for key, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+        if not self.steps or any(isinstance(s, bool) or not isinstance(s, int) or s < 1
+                                 for s in self.steps):  # fmt: skip
+            raise ValueError(f"steps must be a list of integers >= 1, got {list(self.steps)!r}")
+        if not self.sweep or any(not e > 0 for e in self.sweep) or not self.eps > 0:
+            raise ValueError("eps and every sweep radius must be > 0")
+        for key in ("tolerance", "floor", "tiny_gradient", "tiny_share"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)!r}")
+
+
+@dataclass
+class Check:
+    """One diagnostic: its name, its numbers in words, and whether it flags masking."""
+
+    name: str
+    detail: str
+    flagged: bool | None  # None: not run (e.g. no twin)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "FLAGGED", False: "passed", None: "not run"}[self.flagged]
+
+
+@dataclass
+class Diagnosis:
+    title: str  # 'rhcl (r-LE)'
+    images: int
+    eps: float
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return any(c.flagged for c in self.checks)
+
+    @property
+    def verdict(self) -> str:
+        names = [c.name for c in self.checks if c.flagged]
+        return f"FLAGGED ({', '.join(names)})" if names else "passed"
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "images": self.images, "eps": self.eps, "verdict": self.verdict,
+                "checks": [{"name": c.name, "detail": c.detail, "flagged": c.flagged}
+                           for c in self.checks]}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Diagnosis:
+        return cls(data["title"], data["images"], data["eps"],
+                   [Check(c["name"], c["detail"], c["flagged"]) for c in data["checks"]])  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """One printed line per check, then the model's verdict."""
+        out = [f"{self.title}: {c.name}: {c.verdict}: {c.detail}" for c in self.checks]
+        return out + [f"{self.title}: gradient-masking diagnostics {self.verdict}"]
+
+
+def _accuracy(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> Tensor:
+    """Per-image correctness (bool), batched, without gradients."""
+    with torch.no_grad(), eval_mode(model):
+        return torch.cat([model(x[i : i + batch_size]).argmax(1) == y[i : i + batch_size]
+                          for i in range(0, len(x), batch_size)])  # fmt: skip
+
+
+def _pgd_correct(
+    model: nn.Module, x: Tensor, y: Tensor, eps: float, steps: int, restarts: int,
+    generator: torch.Generator, batch_size: int,
+) -> Tensor:  # fmt: skip
+    """Per image: still correct after every one of ``restarts`` random-start PGD runs (step
+    eps/10, cross-entropy), i.e. the point-wise worst case over the restarts."""
+    correct = torch.ones(len(x), dtype=torch.bool, device=x.device)
+    with eval_mode(model):
+        for _ in range(restarts):
+            for i in range(0, len(x), batch_size):
+                xb, yb = x[i : i + batch_size], y[i : i + batch_size]
+                adv = pgd_linf(lambda v, yb=yb: F.cross_entropy(model(v), yb, reduction="sum"),
+                               xb, eps, eps / 10, steps, True, generator=generator)  # fmt: skip
+                correct[i : i + batch_size] &= _accuracy(model, adv, yb, batch_size)
+    return correct
+
+
+def _pct(mask: Tensor) -> float:
+    return 100.0 * float(mask.float().mean())
+
+
+def input_gradient_norms(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> Tensor:
+    """l1 norm of each image's input gradient of its own cross-entropy (the attacked loss)."""
+    norms = []
+    with torch.enable_grad(), eval_mode(model):
+        for i in range(0, len(x), batch_size):
+            xb = x[i : i + batch_size].detach().clone().requires_grad_(True)
+            loss = F.cross_entropy(model(xb), y[i : i + batch_size], reduction="sum")
+            (grad,) = torch.autograd.grad(loss, xb)
+            norms.append(grad.reshape(len(xb), -1).abs().sum(1).float())
+    return torch.cat(norms)
+
+
+def diagnose(
+    model: nn.Module, x: Tensor, y: Tensor, spec: DiagnosticsSpec, title: str, seed: int = 0,
+    batch_size: int = 256, twin: nn.Module | None = None, twin_name: str = "",
+) -> Diagnosis:  # fmt: skip
+    """Every check of the module docstring on (x, y) (its first ``spec.images`` images)."""
+    from solo_hyper.evaluation import autoattack
+
+    x, y = x[: spec.images], y[: spec.images]
+    diagnosis = Diagnosis(title, len(x), spec.eps)
+    generator = torch.Generator(device=x.device).manual_seed(seed)
+    eps, tol = spec.eps, spec.tolerance
+    clean = _pct(_accuracy(model, x, y, batch_size))
+
+    # strength: more steps must not help the model
+    worst = torch.ones(len(x), dtype=torch.bool, device=x.device)
+    by_steps = []
+    for steps in spec.steps:
+        correct = _pgd_correct(model, x, y, eps, steps, spec.restarts, generator, batch_size)
+        worst &= correct
+        by_steps.append((steps, _pct(correct)))
+    rises = any(b[1] > a[1] + tol for a, b in zip(by_steps, by_steps[1:]))
+    text = ", ".join(f"PGD-{s} {a:.1f}" for s, a in by_steps)
+    diagnosis.checks.append(Check(
+        "strength", f"accuracy at eps {eps_text(eps)} with {spec.restarts} restarts: {text} "
+        f"(clean {clean:.1f}); must not rise with the steps", rises))  # fmt: skip
+    white_box = _pct(worst)
+
+    # sweep: accuracy falls with eps, to ~0 at the largest radius
+    sweep = []
+    for radius in sorted(spec.sweep):
+        sweep.append((radius, _pct(_pgd_correct(model, x, y, radius, spec.steps[0], 1, generator,
+                                                batch_size))))  # fmt: skip
+    climbs = any(b[1] > a[1] + tol for a, b in zip(sweep, sweep[1:]))
+    last = sweep[-1][1]
+    text = ", ".join(f"{eps_text(r)}: {a:.1f}" for r, a in sweep)
+    diagnosis.checks.append(Check(
+        "eps sweep", f"PGD-{spec.steps[0]} accuracy {text}; must fall with eps and reach "
+        f"<= {spec.floor:g} at eps {eps_text(sweep[-1][0])}", climbs or last > spec.floor))  # fmt: skip
+
+    # black-box: Square must not beat the white-box attacks
+    adv = torch.cat([
+        autoattack.square(model, x[i : i + batch_size], y[i : i + batch_size], eps,
+                          spec.square_queries, seed)
+        for i in range(0, len(x), batch_size)
+    ])  # fmt: skip
+    square = _pct(_accuracy(model, adv, y, batch_size))
+    diagnosis.checks.append(Check(
+        "black-box", f"Square ({spec.square_queries} queries) {square:.1f} vs white-box "
+        f"{white_box:.1f} (every PGD run above, point-wise) at eps {eps_text(eps)}; Square lower by "
+        f"more than {tol:g} flags", square < white_box - tol))  # fmt: skip
+
+    # transfer: examples crafted on the Euclidean twin must not beat the white-box attacks
+    if twin is None:
+        diagnosis.checks.append(Check("transfer", "no Euclidean twin given", None))
+    else:
+        with eval_mode(twin):
+            crafted = torch.cat([
+                pgd_linf(lambda v, yb=y[i : i + batch_size]: F.cross_entropy(
+                    twin(v), yb, reduction="sum"), x[i : i + batch_size], eps, eps / 10,
+                    spec.steps[-1], True, generator=generator)
+                for i in range(0, len(x), batch_size)
+            ])  # fmt: skip
+        transfer = _pct(_accuracy(model, crafted, y, batch_size))
+        diagnosis.checks.append(Check(
+            "transfer", f"PGD-{spec.steps[-1]} crafted on {twin_name or 'the twin'}: "
+            f"{transfer:.1f} vs white-box {white_box:.1f}; lower by more than {tol:g} flags",
+            transfer < white_box - tol))  # fmt: skip
+
+    # gradients: a large share of ~0 input gradients
+    norms = input_gradient_norms(model, x, y, batch_size)
+    tiny = 100.0 * float((norms <= spec.tiny_gradient).float().mean())
+    q = torch.quantile(norms.double(), torch.tensor([0.0, 0.1, 0.5, 0.9, 1.0], dtype=torch.float64,
+                                                     device=norms.device))  # fmt: skip
+    quantiles = ", ".join(f"{name} {v:.3g}" for name, v in zip(("min", "p10", "median", "p90",
+                                                                "max"), q.tolist()))  # fmt: skip
+    diagnosis.checks.append(Check(
+        "gradients", f"l1 norm of the input gradient of the cross-entropy: {quantiles}; "
+        f"{tiny:.1f}% of images <= {spec.tiny_gradient:g} (more than {spec.tiny_share:g}% flags)",
+        tiny > spec.tiny_share))  # fmt: skip
+    return diagnosis
+
+
+def markdown(diagnoses: list[Diagnosis]) -> str:
+    """robust/diagnostics.md: one section per evaluated model, one line per check."""
+    parts = ["# Gradient-masking diagnostics", "",
+             "Each model's checks (solo_hyper/evaluation/diagnostics.py); a FLAGGED model's robust "
+             "columns are marked * in every table that shows them.", ""]  # fmt: skip
+    for d in diagnoses:
+        parts += [f"## {d.title}: {d.verdict}", "",
+                  f"{d.images} evaluation images, eps {eps_text(d.eps)}.", "",
+                  "| check | verdict | numbers |", "|---|---|---|"]  # fmt: skip
+        parts += [f"| {c.name} | {c.verdict} | {c.detail} |" for c in d.checks]
+        parts.append("")
+    return "\n".join(parts)
