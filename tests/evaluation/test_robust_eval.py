@@ -199,7 +199,7 @@ TINY = [
     "evaluation.attacks.pgd20_8.steps=3", "evaluation.attacks.pgd20_16.steps=3",
     "evaluation.attacks.pgd20_01=null", "evaluation.attacks.aa_16=null",
     "evaluation.attacks.aa_01=null", "evaluation.attacks.aa_8.autoattack.version=custom",
-    "evaluation.attacks.aa_8.autoattack.attacks=[apgd-ce, square]",
+    "evaluation.attacks.aa_8.autoattack.attacks=[apgd-ce]",
     "evaluation.diagnostics.images=16", "evaluation.diagnostics.steps=[2, 4]",
     "evaluation.diagnostics.restarts=1", "evaluation.diagnostics.sweep=[8/255, 0.3]",
     "evaluation.diagnostics.square_queries=20",
