@@ -113,11 +113,10 @@ def test_missing_package_is_one_line_naming_the_install_command(monkeypatch):
 # ----------------------------------------------------------------------------- what it finds
 
 
-# AutoAttack runs its attacks one after the other on the images still correct, each with the same
-# seed whatever follows it: the accuracy after its first attacks bounds the full ensemble's from
-# above. The tests run those first attacks only (FAB-T and 5,000 Square queries on every image
-# still correct would take minutes of CI); benchmarks/autoattack.py times the standard version.
-GRADIENT_PART = ("apgd-ce", "apgd-t")  # the standard version's first two attacks
+# The tests run AutoAttack's custom version with some of its attacks (APGD-CE then with its
+# default 5 restarts): FAB-T and 5,000 Square queries on every image still correct would take
+# minutes of CI. benchmarks/autoattack.py times the standard version.
+GRADIENT_PART = ("apgd-ce",)  # the standard version's first attack
 BLACK_BOX = ("apgd-ce", "square")  # its first and its black-box attack
 
 
@@ -154,7 +153,7 @@ def test_masked_gradients_fool_pgd20_but_not_autoattack(fmnist_cnn):
     # the network it wraps; AutoAttack's Square does not
     assert acc["pgd"] >= acc["A_nat"] - 15.0 and acc["pgd"] >= plain["pgd"] + 25.0
     assert acc["aa"] <= acc["pgd"] - 25.0 and acc["aa"] <= plain["pgd"] + 10.0
-    assert any("zero gradient" in m for m in messages)  # and its own checks say why
+    # and its own check says why
     assert any("Square Attack has decreased the robust accuracy" in m for m in messages)
 
 
