@@ -236,9 +236,9 @@ def test_robust_eval_command_end_to_end(rhcl_run, capsys):
                                    ("A_nat", "PGD-3 8/255", "PGD-3 16/255", "AA-custom 8/255"))  # fmt: skip
         assert 0.0 <= pgd16 <= clean <= 100.0 and 0.0 <= pgd8 <= clean and 0.0 <= aa8 <= clean
         assert r["masking"].split(" ")[0] in ("passed", "FLAGGED")
-    out = capsys.readouterr().out
-    assert "| rhcl | r-LE |" in out
-    assert "rhcl (r-LE): eps sweep: " in out  # each check's verdict printed
+    printed = capsys.readouterr()
+    assert "| rhcl | r-LE |" in printed.out
+    assert "rhcl (r-LE): eps sweep: " in printed.err  # each check's verdict on the phase lines
     table = (rhcl_run / "robust" / "robust_eval.md").read_text()
     assert table.startswith("| method | protocol | A_nat | PGD-3 8/255 | PGD-3 16/255 | "
                             "AA-custom 8/255 | masking |")  # fmt: skip
