@@ -128,7 +128,13 @@ def default_robust_config(checkpoint: str) -> str:
     from solo_hyper.run.checkpoints import resolve_checkpoint
 
     ckpt = resolve_checkpoint(checkpoint)
-    dataset = run_dataset(ckpt.parent, ckpt)
+    try:
+        dataset = run_dataset(ckpt.parent, ckpt)
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"checkpoint {ckpt} does not match its config: it names no data.dataset; give a "
+            "checkpoint of a pretraining run (or name the robust config with --config)"
+        ) from None
     path = configs_root() / "robust" / f"{dataset}.yaml"
     if not path.is_file():
         raise ConfigError(

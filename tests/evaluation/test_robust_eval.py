@@ -278,10 +278,13 @@ def test_finetune_adv_command_end_to_end(rhcl_run):
 def test_robust_commands_check_config_then_checkpoint_before_any_work(tmp_path, capsys):
     from solo_hyper.cli.main import main
 
-    assert main(["robust-eval", "--checkpoint", str(tmp_path / "nope"), "linear.epoch=3"]) == 2
+    # a named config is checked before the checkpoint; without one, the checkpoint names the
+    # dataset whose shipped config is read, so the checkpoint comes first
+    given = ["--checkpoint", str(tmp_path / "nope"), "--config", "configs/robust/fashionmnist.yaml"]
+    assert main(["robust-eval", *given, "linear.epoch=3"]) == 2
     assert "unknown robust-eval config key 'linear.epoch'" in capsys.readouterr().err
     off = ["linear.standard=false", "linear.robust=false"]
-    assert main(["robust-eval", "--checkpoint", str(tmp_path / "nope"), *off]) == 2
+    assert main(["robust-eval", *given, *off]) == 2
     assert "nothing to evaluate" in capsys.readouterr().err
     assert main(["finetune-adv", "--checkpoint", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
