@@ -222,3 +222,9 @@ def normalized(
         return loss_fn((x - m) / s)
 
     return wrapped
+
+
+def eps_text(eps: float) -> str:
+    """'8/255' when eps is a multiple of 1/255, else '0.1'."""
+    n = eps * 255
+    return f"{round(n)}/255" if abs(n - round(n)) < 1e-6 else f"{eps:g}"

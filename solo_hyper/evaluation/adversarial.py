@@ -26,19 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from solo_hyper.attacks import eval_mode, pgd_linf
+from solo_hyper.attacks import eps_text, eval_mode, pgd_linf
 
 if TYPE_CHECKING:
     from solo_hyper.evaluation.autoattack import AutoAttackSpec
 
 Batches = Callable[[], Iterable[tuple[Tensor, Tensor]]]
 """A function returning a fresh pass over (pixels, labels) batches (called once per epoch)."""
-
-
-def eps_text(eps: float) -> str:
-    """'8/255' when eps is a multiple of 1/255, else '0.1'."""
-    n = eps * 255
-    return f"{round(n)}/255" if abs(n - round(n)) < 1e-6 else f"{eps:g}"
 
 
 @dataclass(frozen=True)

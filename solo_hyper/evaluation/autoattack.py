@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from solo_hyper.attacks import eval_mode
-from solo_hyper.evaluation.adversarial import eps_text
+from solo_hyper.attacks import eps_text, eval_mode
 
 PACKAGE = "pyautoattack"
 INSTALL = "pip install pyautoattack==0.2.0"

@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from solo_hyper.attacks import eval_mode, pgd_linf
-from solo_hyper.evaluation.adversarial import eps_text
+from solo_hyper.attacks import eps_text, eval_mode, pgd_linf
 
 
 @dataclass(frozen=True)
