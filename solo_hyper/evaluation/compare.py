@@ -12,7 +12,6 @@ With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<
 from __future__ import annotations
 
 import csv
-import json
 import os
 import platform
 import sys
@@ -38,6 +37,7 @@ from solo_hyper.evaluation.seeds import (
     verdict,
 )
 from solo_hyper.run.guards import RunStopped
+from solo_hyper.run.identity import write_json_atomic
 from solo_hyper.run.lock import holding
 from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
 from solo_hyper.solo import adapter
@@ -210,10 +210,10 @@ def check_linear(
     first run trains."""
     if linear_epochs is not None and (not isinstance(linear_epochs, int) or linear_epochs < 1):
         raise ConfigError(f"--linear-epochs must be an integer >= 1, got {linear_epochs!r}")
+    check_eval_dataset(eval_dataset)  # first: its linear config is read by the target's name
     for prep in preps:
         linear_config(eval_dataset or prep.cfg["data"]["dataset"], linear_config_path, linear_epochs)
     if eval_dataset is not None:
-        check_eval_dataset(eval_dataset)
         ensure_dataset(run_data_config(preps[0].cfg, {"dataset": eval_dataset}) if preps else {})
 
 
@@ -264,7 +264,7 @@ def draw(rows: list[dict], out: Path, pairs: list[tuple[str, str]] = ()) -> list
     }
     first_seed = rows[0].get("seed") if rows else None  # one run per config keeps them legible
     firsts = [r for r in rows if r.get("seed") == first_seed]
-    maps = {r.get("config") or r["name"] or r["method"]: r["disk"] for r in firsts if r.get("disk")}
+    maps = {row_label(r): r["disk"] for r in firsts if r.get("disk")}
     datasets = {r.get("dataset") for r in rows}
     names = coarse_names = None
     if datasets == {"fashionmnist"}:
@@ -273,7 +273,7 @@ def draw(rows: list[dict], out: Path, pairs: list[tuple[str, str]] = ()) -> list
     manifest = {name: {"panels": f[1]} for name, f in figures.items() if f is not None}
     if disk is not None:
         manifest["disk.png"] = {"panels": {"disk": list(maps)}}
-    (out / "figures.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json_atomic(out / "figures.json", manifest)
     return [f[0] for f in figures.values() if f is not None] + ([disk] if disk else [])
 
 
@@ -330,7 +330,6 @@ def compare(
     for prep in preps:
         check_environment(prep.cfg)
     if evaluate:
-        check_eval_dataset(eval_dataset)
         check_linear(preps, linear_epochs, linear_config_path, eval_dataset)
     rows = []
     phases = Phases("compare", len(todo.runs))
@@ -346,7 +345,7 @@ def compare(
     elif plots_enabled:  # the training curves need no evaluation
         drawn = curves(rows, out)
         if drawn is not None:
-            (out / "figures.json").write_text(json.dumps({"curves.png": {"panels": drawn[1]}}, indent=2) + "\n")
+            write_json_atomic(out / "figures.json", {"curves.png": {"panels": drawn[1]}})
     extra = ""
     if evaluate and controls and eval_dataset is None:  # controls of the run's own dataset
         extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet)

@@ -164,15 +164,21 @@ def controls_markdown(
                      + " | ".join(stat([pixels[k]] if pixels.get(k) is not None else [])
                                   for k, _ in GAIN_METRICS) + " |")  # fmt: skip
     lines += ["", "Gain over the untrained backbone (each run minus its own network at "
-              "initialisation, same seed; 95% Student-t interval):", "",
-              "| config | metric | seeds | mean gain | 95% interval | verdict |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
-    for g in gains(rows, untrained, label):
-        iv = g["interval"]
-        lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
-                     f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
+              "initialisation, same seed; 95% Student-t interval):", ""]  # fmt: skip
+    lines += gain_table(gains(rows, untrained, label))
     return "\n".join(lines)
 
 
+def gain_table(found: list[dict], first: str = "config") -> list[str]:
+    """The markdown lines of ``gains``' results: one row per config (or table row) and metric."""
+    lines = [f"| {first} | metric | seeds | mean gain | 95% interval | verdict |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for g in found:
+        iv = g["interval"]
+        lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
+                     f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
+    return lines
+
+
 __all__ = ["PIXELS", "TITLES", "UNTRAINED", "controls_for", "controls_markdown",
-           "evaluate_control", "gains", "pixels_config", "write_control"]  # fmt: skip
+           "evaluate_control", "gain_table", "gains", "pixels_config", "write_control"]  # fmt: skip

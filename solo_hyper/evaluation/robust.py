@@ -43,7 +43,7 @@ from solo_hyper.evaluation.autoattack import AutoAttackSpec
 from solo_hyper.evaluation.diagnostics import Diagnosis, DiagnosticsSpec, diagnose
 from solo_hyper.evaluation.diagnostics import markdown as diagnostics_markdown
 from solo_hyper.evaluation.progress import Progress
-from solo_hyper.run.identity import write_json_atomic, write_text_atomic
+from solo_hyper.run.identity import save_torch_atomic, write_json_atomic, write_text_atomic
 
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
              "milestones": [30, 50, 100], "gamma": 0.1}  # fmt: skip
@@ -399,9 +399,8 @@ def robust_eval(
         diagnoses += _diagnosed(classifier, row, run, rcfg, twin, log)
         rows.append(row)
         log(_summary(row))
-    run.out.mkdir(parents=True, exist_ok=True)
-    torch.save({"heads": heads, "solo_hyper_config": run.cfg, "robust": raw},
-               run.out / "robust_eval.pt")  # fmt: skip
+    save_torch_atomic(run.out / "robust_eval.pt",
+                      {"heads": heads, "solo_hyper_config": run.cfg, "robust": raw})  # fmt: skip
     write_tables(rows, run.out, "robust_eval", rcfg, diagnoses)
     log(f"written: {run.out}/robust_eval.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return rows
@@ -427,15 +426,8 @@ def finetune_adv(
     row = {**_row(run, "AT", accuracy, losses, start), "method": f"{run.cfg['method']}+AT"}
     diagnoses = _diagnosed(classifier, row, run, rcfg, twin, log)
     log(_summary(row))
-    run.out.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "state_dict": classifier.state_dict(),
-            "solo_hyper_config": run.cfg,
-            "robust": rcfg["raw"],
-        },
-        run.out / "finetune_adv.pt",
-    )
+    save_torch_atomic(run.out / "finetune_adv.pt", {"state_dict": classifier.state_dict(),
+                      "solo_hyper_config": run.cfg, "robust": rcfg["raw"]})  # fmt: skip
     write_tables([row], run.out, "finetune_adv", rcfg, diagnoses)
     log(f"written: {run.out}/finetune_adv.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return [row]

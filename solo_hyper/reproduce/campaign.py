@@ -33,9 +33,8 @@ from solo_hyper.evaluation.controls import (
     TITLES,
     UNTRAINED,
     evaluate_control,
-    gain_verdict,
+    gain_table,
     gains,
-    interval_text,
 )
 from solo_hyper.evaluation.robust import MARK, is_attack
 from solo_hyper.evaluation.seeds import parse_seeds, run_label, seeded_name, verdict
@@ -577,12 +576,7 @@ def _gain_text(group: list[Cell]) -> list[str]:
         return []
     lines = ["Gain over the untrained backbone (each run minus its own network at initialisation, "
              "seeded as the run; both evaluated alike, `evaluation/controls.py`; 95% Student-t "
-             "interval):", "", "| row | metric | seeds | mean gain | 95% interval | verdict |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    for g in found:
-        iv = g["interval"]
-        lines.append(f"| {g['config']} | {g['metric']} | {iv.n} | {iv.mean:+.2f} | "
-                     f"{interval_text(iv)} | {gain_verdict(iv)} |")  # fmt: skip
+             "interval):", "", *gain_table(found, "row")]  # fmt: skip
     return [*lines, ""]
 
 
