@@ -6,7 +6,8 @@
   on the same standardised features, the same objective and C (their top-1 side by side), and
   the whole probe (held-out path over the C grid + refit) against the 5 s target;
 - features: ``features.embed`` (the evaluation's pass) against a bare ``torch.inference_mode``
-  loop of the same model over the same images (the test split), normalised and in memory;
+  loop of the same model over the same images (the test split), normalised and in memory
+  (``benchmarks/features.py``, which also times the settings the pass chose from);
 - evaluation: ``eval_wall_time_s`` (eval.json) over pretraining ``wall_time_s`` (result.json)
   of every run under ``--runs`` (e.g. the main job's ``results/main``).
 The probe reads the features of ``--run``'s checkpoint on Fashion-MNIST's 60,000 / 10,000
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.features import feature_rows, untrained_model  # noqa: E402
 from benchmarks.timing import (  # noqa: E402
     Row,
     format_table,
@@ -36,11 +38,9 @@ from benchmarks.timing import (  # noqa: E402
     timed,
 )
 from solo_hyper.evaluation.features import (  # noqa: E402
-    EVAL_BATCH,
     Embeddings,
     embed,
     evaluation_loaders,
-    evaluation_view,
     run_embeddings,
 )
 from solo_hyper.metrics.logistic import (  # noqa: E402
@@ -51,44 +51,17 @@ from solo_hyper.metrics.logistic import (  # noqa: E402
 )
 
 PROBE_TARGET_S = 5.0
-HCL = "configs/pretrain/fashionmnist/hcl.yaml"
 
 
 def model_and_config(run: str | None):
     """The run's model, config and checkpoint path, or an untrained HCL network's (no path)."""
-    import solo_hyper.methods  # noqa: F401  (registers the methods)
-
     if run is not None:
+        import solo_hyper.methods  # noqa: F401  (registers the methods)
         from solo_hyper.run.checkpoints import load_pretrained
 
         model, cfg, ckpt = load_pretrained(run)
         return model, cfg, ckpt["_path"]
-    from solo_hyper.run.train import prepare
-    from solo_hyper.solo import adapter
-
-    prep = prepare(str(ROOT / HCL), [])
-    torch.manual_seed(0)
-    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops).eval()
-    return model, prep.cfg, None
-
-
-def feature_rows(model, cfg: dict, data: dict | None, rounds: int) -> list[Row]:
-    """embed() vs a bare inference_mode loop of the same model over the test split's images
-    (already normalised and in memory)."""
-    _, loader, _ = evaluation_loaders(cfg, data)
-    images = evaluation_view(model, cfg).evaluation_view(loader.dataset.images)
-
-    def bare() -> None:
-        with torch.inference_mode():
-            [model(part) for part in images.split(EVAL_BATCH)]
-
-    times = interleaved({"embed": lambda: embed(model, cfg, loader), "bare": bare}, rounds, 0)
-    note = (
-        f"{len(images)} images: embed {summarize(times['embed']).median:.1f} s, bare model loop "
-        f"{summarize(times['bare']).median:.1f} s (on normalised images in memory)"
-    )
-    ratio = summarize(paired_ratios(times["embed"], times["bare"]))
-    return [Row("features", "features.embed", "bare inference_mode loop", "time", ratio, None, note)]
+    return (*untrained_model(), None)
 
 
 def probe_rows(train: Embeddings, test: Embeddings, c: float, rounds: int) -> list[Row]:
@@ -177,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         train_loader, test_loader, _ = evaluation_loaders(cfg, data)
         train, test = embed(model, cfg, train_loader), embed(model, cfg, test_loader)
     rows = probe_rows(train, test, args.c, args.rounds)
-    rows += feature_rows(model, cfg, data, args.rounds)
+    rows += feature_rows(model, cfg, data, args.rounds, variants=False)
     if args.runs is not None:
         rows += evaluation_rows(args.runs)
     table = format_table(rows)

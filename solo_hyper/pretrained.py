@@ -17,12 +17,14 @@ import torch
 from torch import nn
 
 from solo_hyper.config import ConfigError
+from solo_hyper.evaluation.inference import backbone_attr
 from solo_hyper.geometry import Manifold, space_from_dict
 
 
 def backbone_of(model: nn.Module) -> nn.Module:
-    """solo-learn 1.0.2 names the backbone ``encoder``, solo main ``backbone``."""
-    return model.encoder if hasattr(model, "encoder") else model.backbone
+    """The method's backbone (``inference.backbone_attr``: solo 1.0.2's ``encoder``, solo
+    main's ``backbone``)."""
+    return getattr(model, backbone_attr(model))
 
 
 @dataclass

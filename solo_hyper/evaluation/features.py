@@ -22,12 +22,13 @@ from torch.utils.data import DataLoader
 from solo_hyper.augment import DeviceAugmentation
 from solo_hyper.config import ConfigError, closest
 from solo_hyper.data import DATASETS, InMemoryImages, _batch_is_ready, build_datasets
+from solo_hyper.evaluation.inference import inference_backbone
 from solo_hyper.evaluation.progress import Progress
 from solo_hyper.geometry import Manifold, make_space, space_from_dict
 from solo_hyper.run.identity import save_torch_atomic
 from solo_hyper.solo.common import SPACE_CHECKPOINT_KEY
 
-FEATURES_VERSION = 1  # bump when embed changes: cached features are then recomputed
+FEATURES_VERSION = 2  # bump when embed changes: cached features are then recomputed
 EVAL_BATCH = 1024  # images per forward pass (halved on a CUDA out-of-memory error)
 
 
@@ -133,8 +134,10 @@ def _forward(model, images: torch.Tensor, size: list[int]) -> list[dict]:
 def embed(model, cfg: dict, loader: DataLoader, with_z: bool = True) -> Embeddings:
     """Backbone features (and projector outputs) of every image of ``loader``, on the CPU.
 
-    In inference mode; the results are concatenated once, after the loop (ordinary tensors,
-    usable by autograd later: the sgd probe trains on them)."""
+    In inference mode, through the backbone's folded, channels-last copy
+    (``inference.inference_backbone``: the same features up to float rounding); the results are
+    concatenated once, after the loop (ordinary tensors, usable by autograd later: the sgd probe
+    trains on them)."""
     device = model_device(model)
     view = evaluation_view(model, cfg).to(device)
     was_training = model.training
@@ -142,10 +145,12 @@ def embed(model, cfg: dict, loader: DataLoader, with_z: bool = True) -> Embeddin
     feats, zs, targets = [], [], []
     size = [EVAL_BATCH]
     try:
-        with torch.inference_mode():
+        with inference_backbone(model, device) as last, torch.inference_mode():
+            layout = torch.channels_last if last else torch.contiguous_format
             for batch in loader:
                 images, y = batch[-2], batch[-1]
-                for out in _forward(model, view.evaluation_view(images.to(device)), size):
+                x = view.evaluation_view(images.to(device)).contiguous(memory_format=layout)
+                for out in _forward(model, x, size):
                     feats.append(out["feats"].float().cpu())
                     if with_z and out.get("z") is not None:
                         zs.append(out["z"].float().cpu())

@@ -1,0 +1,71 @@
+"""The backbone as feature extraction runs it: BatchNorm folded into its convolutions, and
+channels-last on the CPU.
+
+In eval mode a BatchNorm is an affine map per channel, so folding it into the preceding
+convolution's weights and bias (``torch.fx``'s ``fuse``) computes the same function with one pass
+over the activations fewer; the features then differ only by float rounding. Channels-last
+lets oneDNN run the CPU convolutions on its blocked layout without reordering each one. Measured
+by ``benchmarks/features.py`` (the main job's SmallCNN on 4,096 Fashion-MNIST test images, 2-core
+CPU at load ~7, benchmarks/results/features.md): folded 0.86x, channels-last 0.64x, both 0.46x
+the plain module's time. Batches of 4096 gave 0.44x, of 256 0.57x: the evaluation keeps 1024
+(``features.EVAL_BATCH``, a quarter of the memory). One thread gave 0.36x at that load (the
+second thread waits on the neighbours' jobs); the thread count is left to torch, as for training.
+The GPU gets the folding only (channels-last was not measured there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+def folded(backbone: nn.Module) -> nn.Module:
+    """A copy of ``backbone`` (in eval mode) with each Conv-BatchNorm pair folded into one conv;
+    an unchanged copy when the module cannot be traced symbolically (its features are then
+    computed as they are)."""
+    from torch.fx.experimental.optimization import fuse
+
+    try:
+        return fuse(backbone.eval(), inplace=False)
+    except Exception:  # untraceable control flow (some timm/solo backbones): no folding
+        import copy
+
+        return copy.deepcopy(backbone).eval()
+
+
+def has_conv2d(module: nn.Module) -> bool:
+    return any(isinstance(m, nn.Conv2d) for m in module.modules())
+
+
+def channels_last(device: torch.device, module: nn.Module) -> bool:
+    """Channels-last where it was measured faster: 2-D convolutions on the CPU."""
+    return device.type == "cpu" and has_conv2d(module)
+
+
+def backbone_attr(model: nn.Module) -> str:
+    """solo-learn 1.0.2 names the backbone ``encoder``, solo main ``backbone``."""
+    return "encoder" if hasattr(model, "encoder") else "backbone"
+
+
+@contextlib.contextmanager
+def inference_backbone(model: nn.Module, device: torch.device) -> Iterator[bool]:
+    """While the block runs, ``model``'s backbone is its folded (and, on the CPU, channels-last)
+    copy; the model's own backbone is put back afterwards, untouched. Yields whether inputs
+    should be channels-last. A model without a backbone attribute runs as it is."""
+    attr = backbone_attr(model)
+    original = getattr(model, attr, None)
+    if not isinstance(original, nn.Module):
+        yield False
+        return
+    fast = folded(original)
+    last = channels_last(device, fast)
+    if last:
+        fast = fast.to(memory_format=torch.channels_last)
+    setattr(model, attr, fast)
+    try:
+        yield last
+    finally:
+        setattr(model, attr, original)
