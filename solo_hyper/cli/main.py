@@ -485,7 +485,7 @@ def _main(argv: list[str]) -> int:
         argv = set_as_positional(argv)
     if argv[:1] == ["pretrain"] and not asks_help:  # solo 1.0.2's launcher flags may follow
         with filtered_warnings(verbose):  # solo_hyper.solo imports solo-learn
-            from solo_hyper.solo.bash_flags import split_pretrain_argv
+            from solo_hyper.cli.solo_flags import split_pretrain_argv
 
         argv, solo_flags = split_pretrain_argv(argv, own_options(parser, "pretrain"))
     if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
@@ -501,8 +501,8 @@ def _main(argv: list[str]) -> int:
 
     try:
         with quiet_run(verbose):
-            if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/solo/bash_flags.py)
-                from solo_hyper.solo.bash_flags import to_overrides
+            if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
+                from solo_hyper.cli.solo_flags import to_overrides
 
                 args.overrides = [*args.overrides, *to_overrides(solo_flags)]
             args.func(args)

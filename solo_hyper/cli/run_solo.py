@@ -11,6 +11,7 @@ relative to the current directory (what a user typing the command means) and mad
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import runpy
 import sys
@@ -146,14 +147,19 @@ def run_solo(script: str, args: list[str]) -> None:
     path = resolve_script(script)
     check_setup(path)
     import solo_hyper.methods  # noqa: F401  (registers the methods)
-    from solo_hyper.solo import adapter
+    from solo_hyper.solo import INSTALLED_API
+
+    if INSTALLED_API == "v2":
+        from solo_hyper.cli.solo_hooks import launch_hooks
+    else:  # 1.0.2's launchers were refused by check_setup: a script of the user's, unhooked
+        launch_hooks = contextlib.nullcontext
 
     args = resolve_hydra_args(args, Path.cwd())
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path.resolve()), *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with adapter.launch_hooks() as summary:
+        with launch_hooks() as summary:
             runpy.run_path(str(path), run_name="__main__")
             line = summary.line() if summary is not None else None
     finally:

@@ -1,4 +1,4 @@
-"""The one door to solo-learn: picks the adapter for the installed solo-learn API.
+"""The one door to solo-learn: picks the adapter for the installed solo-learn method API.
 
 solo-learn 1.0.2 (PyPI) has an argparse/kwargs method API on pytorch-lightning 1.x
 (``BaseMethod.add_model_specific_args``, adapter ``v1``); its GitHub main has a config (OmegaConf)
@@ -20,10 +20,11 @@ except ImportError as err:  # pragma: no cover - exercised by a subprocess test
         "or solo-learn's GitHub main with requirements/solo-main.txt (docs/solo-main.md)."
     ) from err
 
+INSTALLED_API = detect_api(_solo_base.BaseMethod)
 
-if detect_api(_solo_base.BaseMethod) == "v1":
+if INSTALLED_API == "v1":
     from solo_hyper.solo import v1 as adapter
 else:
     from solo_hyper.solo import v2 as adapter
 
-__all__ = ["SUPPORTED", "adapter", "detect_api"]
+__all__ = ["INSTALLED_API", "SUPPORTED", "adapter", "detect_api"]

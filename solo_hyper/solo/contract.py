@@ -7,7 +7,6 @@ installed adapter against it, and both adapter files by their source.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,9 +62,6 @@ class Adapter(Protocol):
         eval_view: nn.Module | None = None,
     ) -> Any:
         """solo's LinearModel on a frozen encoder (None: precomputed features)."""
-
-    def launch_hooks(self) -> AbstractContextManager[None]:
-        """What run-solo wraps solo's own launchers in (nothing for 1.0.2)."""
 
 
 CONTRACT = tuple(

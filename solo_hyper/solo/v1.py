@@ -12,7 +12,6 @@ solo-learn; its twin ``v2.py`` serves solo-learn's GitHub main. It supplies:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import inspect
 from typing import Any
@@ -186,12 +185,6 @@ def _parser_actions(cls: type) -> list[argparse.Action]:
 
 method_info = functools.partial(common.method_info, plugin_class=plugin_class,
                                 baseline_defaults=_baseline_arg_defaults)  # fmt: skip
-
-
-def launch_hooks() -> contextlib.AbstractContextManager[None]:
-    """solo 1.0.2's launchers cannot run on Lightning 1.9 (README): nothing to hook (and no
-    summary to print)."""
-    return contextlib.nullcontext()
 
 
 # Lightning 1.9's DDP strategies search for unused parameters after every backward unless told

@@ -15,16 +15,16 @@ from vendored import unpack
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.cli.main import build_parser, own_options
 from solo_hyper.cli.run_solo import run_solo
-from solo_hyper.config import ConfigError
-from solo_hyper.run.train import prepare
-from solo_hyper.solo import adapter
-from solo_hyper.solo.bash_flags import (
+from solo_hyper.cli.solo_flags import (
     FLAG_KEYS,
     SWITCHES,
     split_flags,
     split_pretrain_argv,
     to_overrides,
 )
+from solo_hyper.config import ConfigError
+from solo_hyper.run.train import prepare
+from solo_hyper.solo import adapter
 
 DATASETS = {"cifar": "cifar10"}  # the bash files' folder -> what $1 stands for here
 
