@@ -347,8 +347,9 @@ def compare(
         if drawn is not None:
             write_json_atomic(out / "figures.json", {"curves.png": {"panels": drawn[1]}})
     extra = ""
-    if evaluate and controls and eval_dataset is None:  # controls of the run's own dataset
-        extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet)
+    if evaluate and controls:  # on the evaluated dataset (the target under transfer)
+        extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet,
+                              eval_dataset=eval_dataset)  # fmt: skip
     if todo.seeds is None:
         write_tables(rows, out, extra=extra)
     else:
@@ -359,13 +360,15 @@ def compare(
 def with_controls(
     rows: list[dict], preps: list[Prepared], out: Path, linear_epochs: int | None,
     linear_config_path: str | None, device: str, quiet: bool, label=None,
+    eval_dataset: str | None = None,
 ) -> str:  # fmt: skip
-    """Evaluates the controls of ``rows`` (one prepared run each, same order), records each
-    run's untrained numbers in its row and returns the controls' markdown section."""
+    """Evaluates the controls of ``rows`` (one prepared run each, same order; on
+    ``eval_dataset`` under transfer, as the rows were), records each run's untrained numbers in
+    its row and returns the controls' markdown section."""
     from solo_hyper.evaluation import controls
 
     untrained, pixels = controls.controls_for(preps, out, linear_epochs, linear_config_path,
-                                              device, quiet)  # fmt: skip
+                                              device, quiet, eval_dataset)  # fmt: skip
     for row, control in zip(rows, untrained, strict=True):
         row.update({f"untrained_{k}": control.get(k) for k, _ in controls.GAIN_METRICS})
         row["untrained_run"] = Path(control["run_dir"]).name

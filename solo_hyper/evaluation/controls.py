@@ -85,10 +85,13 @@ def write_control(prep: Prepared, kind: str, root: Path) -> Path:
 def evaluate_control(
     prep: Prepared, kind: str, root: Path, linear_epochs: int | None = None,
     linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
+    eval_dataset: str | None = None,
 ) -> dict:  # fmt: skip
-    """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json)."""
+    """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json, or in
+    eval-<dataset>.json under the transfer protocol: ``eval_dataset`` as for a run)."""
     run_dir = write_control(prep, kind, root)
-    ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet)
+    ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet,
+                      eval_dataset=eval_dataset)  # fmt: skip
     return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]),
             **{k: ev.get(k) for k, _ in GAIN_METRICS}}  # fmt: skip
 
@@ -96,13 +99,14 @@ def evaluate_control(
 def controls_for(
     preps: list[Prepared], root: Path, linear_epochs: int | None = None,
     linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
+    eval_dataset: str | None = None,
 ) -> tuple[list[dict], dict | None]:
     """(each run's untrained control, in the order of ``preps``; the raw-pixel control of the
-    first run's dataset and seed)."""
+    first run's dataset and seed), evaluated on ``eval_dataset`` when given (transfer)."""
     untrained = [evaluate_control(p, UNTRAINED, root, linear_epochs, linear_config_path, device,
-                                  quiet) for p in preps]  # fmt: skip
+                                  quiet, eval_dataset) for p in preps]  # fmt: skip
     pixels = (evaluate_control(preps[0], PIXELS, root, linear_epochs, linear_config_path, device,
-                               quiet) if preps else None)  # fmt: skip
+                               quiet, eval_dataset) if preps else None)  # fmt: skip
     return untrained, pixels
 
 

@@ -411,18 +411,18 @@ def run_table(
             twin = _twin_run(cell, cells) if cell.row.twin else None
             row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet, twin)))
         cell.result = row
-        if controls and not TABLES[name].robust and not cell.column.eval_dataset:
+        if controls and not TABLES[name].robust:  # transfer: on the target, as the run
             cell.untrained = evaluate_control(cell.prep, UNTRAINED, Path(out), None, linear,
-                                              device, quiet)  # fmt: skip
+                                              device, quiet, cell.column.eval_dataset)  # fmt: skip
         tracker.finished(cell, time.perf_counter() - start)
     pixels = {}
     if controls and not TABLES[name].robust:
-        for column in dict.fromkeys(c.column for c in cells if not c.column.eval_dataset):
+        for column in dict.fromkeys(c.column for c in cells):
             first = next(c for c in cells if c.column is column)
             linear = linear_config or (
                 str(shipped_config(column.linear_config)) if column.linear_config else None)
             pixels[column.name] = evaluate_control(first.prep, PIXELS, Path(out), None, linear,
-                                                   device, quiet)  # fmt: skip
+                                                   device, quiet, column.eval_dataset)  # fmt: skip
     path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides)}.md"
     write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(

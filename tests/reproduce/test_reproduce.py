@@ -475,11 +475,19 @@ def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_
     table = capsys.readouterr().out
     for direction in ("MNIST->FMNIST", "FMNIST->MNIST"):
         section = table.split(f"## {direction} ")[1].split("\n## ")[0]
-        lines = [line for line in section.splitlines()
+        lines = [line for line in section.split("Paired differences")[0].splitlines()
                  if line.startswith(("| SimCLR |", "| MoCo v2 |", "| SimSiam |", "| BYOL |", "| EBCLR |"))]  # fmt: skip
         assert len(lines) == 5, section
         assert all(" - |" not in line.split("(paper")[0] for line in lines), lines
         assert "| EBCLR - BYOL | linear top-1 | 1 |" in section
+        # the controls are evaluated on the target, as the runs are
+        assert "| control: untrained backbone |" in section and "| control: raw pixels |" in section
+    for source, target in (("mnist", "fashionmnist"), ("fashionmnist", "mnist")):
+        controls = list((tmp_path / "controls").glob(f"*-{source}-*"))
+        assert {c.name.split("-")[0] for c in controls} == {"untrained", "pixels"}
+        for control in controls:
+            result = json.loads((control / f"eval-{target}.json").read_text())
+            assert result["eval_dataset"] == target and result["eval_train_images"] == 256
     runs = tmp_path / "runs"
     for source, target in (("mnist", "fashionmnist"), ("fashionmnist", "mnist")):
         for run in runs.glob(f"*-{source}-*"):
