@@ -9,6 +9,7 @@ transforms applied to a whole batched tensor at once.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 
@@ -16,6 +17,8 @@ import kornia.augmentation as K
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from solo_hyper.threads import single_thread
 
 DEFAULT_CROP: dict = {
     "rrc": {"enabled": True, "crop_min_scale": 0.08, "crop_max_scale": 1.0},
@@ -111,6 +114,22 @@ def to_float_rgb(images: torch.Tensor) -> torch.Tensor:
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
+SMALL_IMAGES = 64  # px: images and crops up to this side are augmented on one CPU thread
+
+
+def augment_threads(x: torch.Tensor, crop_sizes: Sequence[int]) -> contextlib.AbstractContextManager:
+    """One intra-op thread for the augmentation of a CPU batch of small images (at most
+    SMALL_IMAGES px, in and out); a GPU batch or large images: as it is. kornia runs hundreds of
+    small ops per batch (per-image crops, jitter in random order), each too small for a second
+    thread to pay for its synchronisation: a crop of 256 Fashion-MNIST images took 0.27 s on 2
+    threads and 0.03 s on 1 on the 2-core machine at load ~6 (``benchmarks/augment.py``'s thread
+    rows). The crops are the same bit for bit (tested for every shipped entry up to 64 px); at
+    224 px the upsampling splits its sums by thread and differs in the 7th digit, so large images
+    keep torch's thread count."""
+    small = max(x.shape[-2:]) <= SMALL_IMAGES and max(crop_sizes) <= SMALL_IMAGES
+    return single_thread() if x.device.type == "cpu" and small else contextlib.nullcontext()
+
+
 class DeviceAugmentation(nn.Module):
     """Turns a batch of un-augmented images into the list of augmented crops of every entry.
 
@@ -141,13 +160,17 @@ class DeviceAugmentation(nn.Module):
         return (x - self.mean) / self.std
 
     def crops(self, images: torch.Tensor, normalize: bool = True) -> list[torch.Tensor]:
-        """All crops of all entries, in entry order (the large crops first, as solo-learn)."""
+        """All crops of all entries, in entry order (the large crops first, as solo-learn).
+
+        Small images on the CPU on one intra-op thread (``augment_threads``): the same crops,
+        bit for bit."""
         x = to_float_rgb(images)
         out = []
-        for entry, pipeline in zip(self.entries, self.pipelines):
-            for _ in range(int(entry["num_crops"])):
-                crop = pipeline(x)
-                out.append(self.normalize(crop) if normalize else crop)
+        with augment_threads(x, [int(e["crop_size"]) for e in self.entries]):
+            for entry, pipeline in zip(self.entries, self.pipelines):
+                for _ in range(int(entry["num_crops"])):
+                    crop = pipeline(x)
+                    out.append(self.normalize(crop) if normalize else crop)
         return out
 
     def evaluation_view(self, images: torch.Tensor, normalize: bool = True) -> torch.Tensor:

@@ -98,7 +98,13 @@ class FrozenBackbone(nn.Module):
 class RawPixels(nn.Module):
     """No network: the (normalised) input pixels, flattened, as the features. The raw-input
     control of a comparison (``evaluation.controls``): what the probe and kNN read without any
-    representation. It has no parameters, so pretraining it would train only the heads."""
+    representation. It has no parameters, so pretraining it would train only the heads.
+
+    ``shape`` (C, H, W) with C = 1 reads 3-channel inputs whose channels are copies of one grey
+    image (MNIST, Fashion-MNIST: ``augment.to_float_rgb`` replicates it) as that one channel, the
+    distinct input: the same kNN (cosine: copies scale dot products and norms alike), the same
+    probe family (three copies of a feature are one feature at 3x C) at a third of the cost; a
+    3-channel input whose channels differ is refused, not silently cut."""
 
     def __init__(self, shape: tuple[int, int, int] = (3, 28, 28)) -> None:
         super().__init__()
@@ -106,6 +112,14 @@ class RawPixels(nn.Module):
         self.num_features = self.shape[0] * self.shape[1] * self.shape[2]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.shape[0] == 1 and x.ndim == 4 and x.shape[1] > 1 and tuple(x.shape[2:]) == self.shape[1:]:
+            if not torch.equal(x[:, 1:], x[:, :1].expand_as(x[:, 1:])):
+                raise ValueError(
+                    "RawPixels with one channel reads inputs whose channels are copies of one "
+                    f"grey image; these {x.shape[1]} channels differ: give shape "
+                    f"({x.shape[1]}, {self.shape[1]}, {self.shape[2]})"
+                )
+            x = x[:, :1]
         if tuple(x.shape[1:]) != self.shape:
             raise ValueError(f"RawPixels expects images of shape {self.shape}, got {tuple(x.shape[1:])}")
         return torch.flatten(x, 1)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from solo_hyper.data import IDX_SOURCES
 from solo_hyper.evaluation.protocol import evaluate_run
 from solo_hyper.evaluation.stats import Interval, paired_interval
 from solo_hyper.run.checkpoints import LAST
@@ -47,29 +48,54 @@ def _digest(state: dict[str, torch.Tensor], cfg: dict) -> str:
     return h.hexdigest()[:12]
 
 
-def pixels_config(cfg: dict) -> dict:
-    """The run's config with the ``pixels`` backbone: the evaluation view's 3 x crop x crop input."""
+def copied_channels(data: dict, eval_dataset: str | None = None) -> bool:
+    """The evaluation view's three channels are copies of one: the evaluated dataset is grey
+    (stored with one channel, replicated by ``augment.to_float_rgb``) and the run's
+    normalisation (the one a transfer keeps too) is alike in every channel."""
+    same = all(len(set(map(float, data.get(k) or (0,)))) == 1 for k in ("mean", "std"))
+    return (eval_dataset or data["dataset"]) in IDX_SOURCES and same
+
+
+def pixels_config(cfg: dict, eval_dataset: str | None = None) -> dict:
+    """The run's config with the ``pixels`` backbone on the evaluation view's distinct input
+    (of ``eval_dataset`` under transfer): 1 x crop x crop where its channels are copies
+    (``copied_channels``), else 3 x crop x crop."""
     out = copy.deepcopy(cfg)
     crop = int(cfg["augmentations"][0]["crop_size"])
-    out["backbone"] = {"name": "pixels", "kwargs": {"shape": [3, crop, crop]}}
+    channels = 1 if copied_channels(cfg["data"], eval_dataset) else 3
+    out["backbone"] = {"name": "pixels", "kwargs": {"shape": [channels, crop, crop]}}
     return out
 
 
-def _control_model(prep: Prepared, kind: str):
+def pixels_note(cfg: dict, eval_dataset: str | None = None) -> str:
+    """The legend's sentence on what the raw-pixel control reads."""
+    channels, h, w = pixels_config(cfg, eval_dataset)["backbone"]["kwargs"]["shape"]
+    text = (f"Raw pixels: the evaluation view's normalised {channels} x {h} x {w} pixels, "
+            "flattened, as the features")  # fmt: skip
+    if channels == 1:
+        text += (" (one channel: the three input channels are copies of the grey image; copies "
+                 "leave the kNN's cosine unchanged and are, for the probe, one feature at 3x C)")  # fmt: skip
+    return text + "."
+
+
+def _control_model(prep: Prepared, kind: str, eval_dataset: str | None = None):
     if kind == UNTRAINED:
         model = initial_model(prep)[0]
         return model, prep.cfg
-    cfg = pixels_config(prep.cfg)
+    cfg = pixels_config(prep.cfg, eval_dataset)
     pixels = prepare(None, base=cfg)
     model = initial_model(pixels)[0]
     return model, pixels.cfg
 
 
-def write_control(prep: Prepared, kind: str, root: Path) -> Path:
-    """The control's directory under ``root/controls`` (its checkpoint written once)."""
+def write_control(
+    prep: Prepared, kind: str, root: Path, eval_dataset: str | None = None
+) -> Path:
+    """The control's directory under ``root/controls`` (its checkpoint written once; the raw
+    pixels' shape follows the evaluated dataset, ``pixels_config``)."""
     if kind not in TITLES:
         raise ValueError(f"control kind must be one of {sorted(TITLES)}, got {kind!r}")
-    model, cfg = _control_model(prep, kind)
+    model, cfg = _control_model(prep, kind, eval_dataset)
     state = model.state_dict()
     slug = "pixels" if kind == PIXELS else "untrained"
     name = (f"{slug}-{cfg['data']['dataset']}-{prep.cfg['backbone']['name']}-s{cfg['seed']}-"
@@ -89,10 +115,11 @@ def evaluate_control(
 ) -> dict:  # fmt: skip
     """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json, or in
     eval-<dataset>.json under the transfer protocol: ``eval_dataset`` as for a run)."""
-    run_dir = write_control(prep, kind, root)
+    run_dir = write_control(prep, kind, root, eval_dataset)
     ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet,
                       eval_dataset=eval_dataset)  # fmt: skip
-    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]),
+    note = {"note": pixels_note(prep.cfg, eval_dataset)} if kind == PIXELS else {}
+    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]), **note,
             **{k: ev.get(k) for k, _ in GAIN_METRICS}}  # fmt: skip
 
 
@@ -167,6 +194,8 @@ def controls_markdown(
         lines.append(f"| {TITLES[PIXELS]} | 1 | "
                      + " | ".join(stat([pixels[k]] if pixels.get(k) is not None else [])
                                   for k, _ in GAIN_METRICS) + " |")  # fmt: skip
+    if pixels is not None and pixels.get("note"):
+        lines += ["", pixels["note"]]
     lines += ["", "Gain over the untrained backbone (each run minus its own network at "
               "initialisation, same seed; 95% Student-t interval):", ""]  # fmt: skip
     lines += gain_table(gains(rows, untrained, label))

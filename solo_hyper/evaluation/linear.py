@@ -55,10 +55,10 @@ from solo_hyper.evaluation.features import (
 from solo_hyper.evaluation.outputs import set_aside
 from solo_hyper.evaluation.progress import Progress, progress_line
 from solo_hyper.metrics import logistic
-from solo_hyper.metrics.threads import single_thread
 from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 from solo_hyper.solo import adapter
+from solo_hyper.threads import single_thread
 
 pl = adapter.LIGHTNING
 PROTOCOLS = ("logistic", "sgd")

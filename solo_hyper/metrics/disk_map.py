@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from solo_hyper.geometry import make_space
-from solo_hyper.metrics.threads import single_thread
+from solo_hyper.threads import single_thread
 
 
 def classical_mds(d: torch.Tensor, dim: int = 2) -> torch.Tensor:

@@ -15,7 +15,8 @@ for 60,000 x 128 features:
 - a warm-started regularisation path: the grid is solved from strong to weak L2, each C starting
   from the previous solutions continued linearly in log C, and the refit on the whole split from
   the chosen C's;
-- the gradient written out (softmax minus one-hot), no autograd;
+- the gradient written out (softmax minus one-hot), no autograd, no subnormal floats
+  (``LOGIT_FLOOR``);
 - float32 iterations, then one float64 check of the gradient at the end (float64 iterations
   follow only when float32 stopped short of it).
 "Converged" means the largest gradient entry (preconditioned coordinates) fell below
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from solo_hyper.metrics.threads import single_thread
+from solo_hyper.threads import single_thread
 
 DEFAULT_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 DEFAULT_C_MAX = 1e4
@@ -42,6 +43,12 @@ DEFAULT_HOLDOUT = 0.1
 DEFAULT_MAX_ITER = 1000
 DEFAULT_TOLERANCE = 1e-4
 GRID_GROWTH = 10.0
+# Logits more than 60 below a row's largest are raised to -60 before the softmax: exp(-60) =
+# 8.8e-27 is nothing beside the largest class's 1 (float32 resolves 1.2e-7), yet it keeps the
+# probabilities, divided by N for the gradient, normal floats. Subnormal ones (what a weak L2
+# gives on the raw pixels) made each gradient product 20x slower on the CPU (a 10 x 54,000 by
+# 54,000 x 784 product: 1.7 s instead of 0.08 s); the solutions agree to float rounding.
+LOGIT_FLOOR = -60.0
 
 
 @dataclass
@@ -132,7 +139,7 @@ class _Objective:
         weight = w if self.rotation is None else self.rotation @ w
         logits = torch.addmm(b[:, None], weight.T, self.x_t)  # (K, N)
         top = logits.amax(0)
-        p = logits.sub_(top).exp_()
+        p = logits.sub_(top).clamp_min_(LOGIT_FLOOR).exp_()
         total = p.sum(0)
         true_logits = (self.class_means * w.T).sum() + (self.class_freq * b).sum()
         loss = (top + total.log()).sum() / self.n - true_logits + self.penalty * (w * w).sum()

@@ -525,6 +525,8 @@ def markdown(
         parts += _control_rows(group, metrics, (pixels or {}).get(column.name))
         parts += ["", *_pairs_text(group, metrics, values), *_best_text(spec, group, metrics, values)]
         parts += _gain_text(group)
+        note = ((pixels or {}).get(column.name) or {}).get("note")
+        parts += [note, ""] if note else []
     parts += _across_text(spec, cells, values)
     parts += _claims_legend(spec, scale, cells)
     entry = numbers.get(spec.name)

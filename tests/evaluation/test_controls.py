@@ -32,6 +32,36 @@ def test_raw_pixels_backbone_is_the_flattened_input():
         net(torch.randn(4, 3, 32, 32))
 
 
+def test_raw_pixels_read_copied_channels_once_and_refuse_distinct_ones():
+    from solo_hyper.backbones import build_backbone
+
+    net = build_backbone("pixels", shape=(1, 28, 28))
+    grey = torch.randn(4, 1, 28, 28)
+    assert net.num_features == 28 * 28 and torch.equal(net(grey.expand(-1, 3, -1, -1)), grey.flatten(1))
+    # the kNN's cosine between images is the same on one channel as on its three copies
+    three = grey.expand(-1, 3, -1, -1).flatten(1)
+    cos = torch.nn.functional.cosine_similarity
+    assert torch.allclose(cos(three[:1], three[1:]), cos(net(grey)[:1], net(grey)[1:]), atol=1e-6)
+    with pytest.raises(ValueError, match="channels differ: give shape \\(3, 28, 28\\)"):
+        net(torch.randn(4, 3, 28, 28))
+
+
+def test_the_pixel_control_reads_one_channel_only_where_the_three_are_copies():
+    fashion = tiny(Path("unused")).cfg
+    assert controls.pixels_config(fashion)["backbone"]["kwargs"]["shape"] == [1, 28, 28]
+    assert "one channel" in controls.pixels_note(fashion)
+    cifar = {**fashion, "data": {**fashion["data"], "dataset": "cifar10",
+                                 "mean": [0.49, 0.48, 0.45], "std": [0.25, 0.24, 0.26]}}  # fmt: skip
+    assert controls.pixels_config(cifar)["backbone"]["kwargs"]["shape"] == [3, 28, 28]
+    # a grey dataset normalised with another dataset's per-channel statistics: distinct channels
+    tinted = {**fashion, "data": {**fashion["data"], "mean": [0.49, 0.48, 0.45]}}
+    assert controls.pixels_config(tinted)["backbone"]["kwargs"]["shape"] == [3, 28, 28]
+    assert "one channel" not in controls.pixels_note(tinted)
+    # transfer: the evaluated dataset's channels decide (under the run's normalisation)
+    assert controls.pixels_config(fashion, "mnist")["backbone"]["kwargs"]["shape"] == [1, 28, 28]
+    assert controls.pixels_config(fashion, "cifar10")["backbone"]["kwargs"]["shape"] == [3, 28, 28]
+
+
 def test_the_untrained_control_is_the_runs_network_before_its_first_step(tmp_path):
     """pretrain's network at on_train_start (no optimisation step yet) has exactly the weights
     of the run's untrained control: seeded as the run, loaders built first, as pretrain does."""
@@ -120,7 +150,8 @@ def test_gain_over_the_untrained_backbone_is_paired_by_seed():
     found = {g["key"]: g["interval"] for g in controls.gains(rows, untrained)}
     assert found["linear_acc1"].mean == pytest.approx(2.1666666, rel=1e-6)
     assert found["linear_acc1"].low > 0 and found["knn_top1"].within_noise
-    text = controls.controls_markdown(rows, untrained, {"linear_acc1": 84.6, "knn_top1": 84.0})
-    assert "| raw pixels | 1 | 84.60 | 84.00 |" in text
+    pixels = {"linear_acc1": 84.6, "knn_top1": 84.0, "note": "Raw pixels: one channel."}
+    text = controls.controls_markdown(rows, untrained, pixels)
+    assert "| raw pixels | 1 | 84.60 | 84.00 |" in text and "\nRaw pixels: one channel.\n" in text
     assert "| hcl | linear top-1 | 3 | +2.17 |" in text and "above the untrained backbone" in text
     assert "| hcl | kNN top-1 | 3 | +0.00 | [+0.00, +0.00] | not above the untrained backbone" in text

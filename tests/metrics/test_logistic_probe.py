@@ -181,3 +181,51 @@ def test_the_evaluation_sets_do_not_depend_on_the_pretraining_subset(fashion_mni
                         linear["linear_acc1"], linear["linear_train_images"]))  # fmt: skip
     assert results[0][:2] == (60000, 10000)
     assert results[0] == results[1]
+
+
+def test_the_logit_floor_leaves_loss_and_gradient_as_the_exact_softmax_gives_them():
+    """Weights large enough that most softmax probabilities underflow (logit gaps of hundreds):
+    the objective's loss and gradient (with LOGIT_FLOOR) equal autograd's on the exact float64
+    objective, and the probabilities entering the gradient product are never subnormal."""
+    from solo_hyper.metrics import logistic
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(500, 12, generator=g, dtype=torch.float64), torch.randint(0, 4, (500,), generator=g)
+    design = logistic.Design.of(x, y, 4)
+    c = 100.0
+    objective = logistic._Objective(design, c, torch.float64)
+    u = torch.randn(12, 4, generator=g, dtype=torch.float64) * 40
+    beta = torch.randn(4, generator=g, dtype=torch.float64)
+    loss = objective(u, beta)
+
+    def exact(u, beta):
+        w = objective.s * u
+        logits = x @ (design.evecs @ w) + objective.bias_scale * beta
+        ce = torch.nn.functional.cross_entropy(logits, y, reduction="mean")
+        return ce + objective.penalty * (w * w).sum()
+
+    uu, bb = u.clone().requires_grad_(True), beta.clone().requires_grad_(True)
+    reference = exact(uu, bb)
+    reference.backward()
+    gaps = (x @ (design.evecs @ (objective.s * u))).amax(1, keepdim=True) - x @ (design.evecs @ (objective.s * u))
+    assert (gaps > 200).float().mean() > 0.3  # far below the floor: exp underflows there
+    assert torch.allclose(loss, reference, rtol=1e-12)
+    assert torch.allclose(u.grad, uu.grad, rtol=1e-9, atol=1e-15)
+    assert torch.allclose(beta.grad, bb.grad, rtol=1e-9, atol=1e-15)
+    # float32: no subnormal probability reaches the product
+    seen = []
+    real_matmul = torch.Tensor.__matmul__
+
+    def spy(a, b):
+        seen.append(a)
+        return real_matmul(a, b)
+
+    objective32 = logistic._Objective(design, c, torch.float32)
+    torch.Tensor.__matmul__ = spy
+    try:
+        objective32(u.float(), beta.float())
+    finally:
+        torch.Tensor.__matmul__ = real_matmul
+    p = seen[0]
+    tiny = torch.finfo(torch.float32).tiny
+    assert p.shape == (4, 500) and not ((p != 0) & (p.abs() < tiny)).any()

@@ -154,6 +154,7 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
     # the controls beside the rows: the untrained backbone (one: both rows start from it) and
     # the raw pixels, and each row's gain over its own untrained backbone
     assert "| control: untrained backbone |" in table and "| control: raw pixels |" in table
+    assert "Raw pixels: the evaluation view's normalised 1 x 28 x 28 pixels" in table
     assert "| with normalisation | linear top-1 | 1 |" in table.split("Gain over the untrained")[1]
 
     trained.clear()
