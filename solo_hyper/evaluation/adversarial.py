@@ -224,29 +224,40 @@ def robust_accuracy(
     device: torch.device,
     seed: int = 0,
     messages: list[str] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, float]:
     """Top-1 accuracy in percent on clean images ("A_nat") and under each attack.
 
     Every attack starts from the clean batch (not from another attack's output); PGD's random
     starts are drawn from a generator seeded with ``seed`` and AutoAttack runs with ``seed``, so
-    the numbers are reproducible. AutoAttack's warnings are appended to ``messages``.
+    the numbers are reproducible. An AutoAttack entry with ``images`` attacks only the first that
+    many images (its accuracy is over those); ``counts`` receives each accuracy's image count.
+    AutoAttack's warnings are appended to ``messages``.
     """
     model.to(device).eval()
     generator = torch.Generator(device=device).manual_seed(seed)
     correct = {"A_nat": 0, **{name: 0 for name in attacks}}
-    total = 0
+    seen = dict.fromkeys(correct, 0)
     for x, y in batches():
         x, y = x.to(device), y.to(device)
         with torch.no_grad():
             correct["A_nat"] += int((model(x).argmax(1) == y).sum())
+        seen["A_nat"] += len(y)
         for name, spec in attacks.items():
             if isinstance(spec, PGDSpec):
-                x_adv = spec.perturb(model, x, y, generator)
+                xs, ys = x, y
+                x_adv = spec.perturb(model, xs, ys, generator)
             else:
-                x_adv = spec.perturb(model, x, y, seed, messages)
+                left = len(y) if spec.images is None else max(spec.images - seen[name], 0)
+                xs, ys = x[:left], y[:left]
+                if not len(ys):
+                    continue
+                x_adv = spec.perturb(model, xs, ys, seed, messages)
             with torch.no_grad():
-                correct[name] += int((model(x_adv).argmax(1) == y).sum())
-        total += len(y)
-    if total == 0:
+                correct[name] += int((model(x_adv).argmax(1) == ys).sum())
+            seen[name] += len(ys)
+    if seen["A_nat"] == 0:
         raise ValueError("robust_accuracy: the evaluation batches are empty")
-    return {name: 100.0 * c / total for name, c in correct.items()}
+    if counts is not None:
+        counts.update(seen)
+    return {name: 100.0 * c / seen[name] for name, c in correct.items()}

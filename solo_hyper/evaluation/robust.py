@@ -78,7 +78,7 @@ ROBUST_DEFAULTS: dict[str, Any] = {
 }
 
 ATTACK_KEYS = ("eps", "alpha", "steps", "random_start")
-AA_KEYS = ("eps", "version", "attacks")
+AA_KEYS = ("eps", "version", "attacks", "images")
 _FRACTION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*/\s*([0-9]*\.?[0-9]+)\s*$")
 _NUMBER = re.compile(r"^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$")
 
@@ -116,7 +116,8 @@ def parse_autoattack(entry: Any, where: str) -> AutoAttackSpec:
         raise ConfigError(f"{where}.attacks must be a list such as [apgd-ce, square]")
     try:
         return AutoAttackSpec(parse_number(entry["eps"], f"{where}.eps"),
-                              entry.get("version", "standard"), tuple(attacks))  # fmt: skip
+                              entry.get("version", "standard"), tuple(attacks),
+                              entry.get("images"))  # fmt: skip
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
 
@@ -437,12 +438,14 @@ def _attacked(classifier: PixelClassifier, run: _Run, rcfg: dict, log: Callable[
     """Clean and attacked accuracies of one classifier, with AutoAttack's warnings (printed and
     kept in the row as "autoattack_warnings")."""
     messages: list[str] = []
+    counts: dict[str, int] = {}
     accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], rcfg["device"],
-                               rcfg["raw"]["seed"], messages)  # fmt: skip
+                               rcfg["raw"]["seed"], messages, counts)  # fmt: skip
     for text in messages:
         log(f"AutoAttack warning: {text}")
     if any(isinstance(spec, AutoAttackSpec) for spec in rcfg["attacks"].values()):
         accuracy["autoattack_warnings"] = messages
+    accuracy["images"] = counts  # how many evaluation images each accuracy is over
     return accuracy
 
 

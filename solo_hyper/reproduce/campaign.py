@@ -354,7 +354,21 @@ def _robust_metrics(rows: list[dict]) -> dict:
                 out[f"{r['protocol']} {key}"] = value
         if "masking" in r:
             out[f"{r['protocol']} masking"] = r["masking"]
+        if "images" in r:  # how many test images each accuracy is over (the legend says)
+            out["robust_images"] = r["images"]
     return out
+
+
+def _images_text(cells: list[Cell]) -> str:
+    """'A_nat and PGD on 2000 test images, AA on the first 1000' from the runs' counts."""
+    found = [c.result["robust_images"] for c in cells if c.result and c.result.get("robust_images")]
+    if not found:
+        return ""
+    counts = found[0]
+    others = sorted({n for k, n in counts.items() if not k.startswith("AA")})
+    aa = sorted({n for k, n in counts.items() if k.startswith("AA")})
+    text = f" A_nat and PGD on {', '.join(map(str, others))} test images per run"
+    return text + (f", AutoAttack on the first {', '.join(map(str, aa))} of them." if aa else ".")
 
 
 def reproduce(name: str, scale: str, out: str, **options) -> Path:
@@ -546,7 +560,7 @@ def markdown(
                   "PGD-20 white-box l_inf accuracy at each eps, AA AutoAttack's (Croce & Hein, "
                   "standard version: the point-wise worst case over APGD-CE, APGD-T, FAB-T and "
                   "Square) (robust-eval's protocol, "
-                  f"{cells[0].column.robust_config}).", ""]
+                  f"{cells[0].column.robust_config})." + _images_text(cells), ""]
     parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
               + machine_note(), ""]  # fmt: skip

@@ -78,6 +78,27 @@ def test_fashion_mnist_config_attacks_at_the_mnist_radius_too():
                       "AA 0.1"]  # fmt: skip
 
 
+def test_autoattack_images_attacks_only_the_first_images_across_batches():
+    """`images: N` attacks the first N evaluation images (here across two batches) and its
+    accuracy is over those N; the clean accuracy and PGD stay over every image."""
+    rcfg = load_robust_config(None, ["evaluation.attacks.aa={autoattack: {eps: 0.1, version: "
+                                     "custom, attacks: [apgd-ce], images: 5}}"])  # fmt: skip
+    spec = rcfg["attacks"]["AA-custom 0.1"]
+    assert spec.images == 5
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+    x, y = torch.rand(8, 3, 8, 8), torch.randint(0, 10, (8,))
+    batches = lambda: iter([(x[:4], y[:4]), (x[4:], y[4:])])  # noqa: E731
+    counts: dict[str, int] = {}
+    acc = robust_accuracy(net, batches, {"pgd": PGDSpec(0.1, 0.01, 2), "aa": spec}, CPU, 0,
+                          counts=counts)  # fmt: skip
+    assert counts == {"A_nat": 8, "pgd": 8, "aa": 5}
+    first = torch.cat([spec.perturb(net, x[:4], y[:4], 0), spec.perturb(net, x[4:5], y[4:5], 0)])
+    with torch.no_grad():
+        expected = 100.0 * float((net(first).argmax(1) == y[:5]).sum()) / 5
+    assert acc["aa"] == expected
+
+
 @pytest.mark.parametrize(
     "entry, message",
     [
@@ -88,6 +109,7 @@ def test_fashion_mnist_config_attacks_at_the_mnist_radius_too():
         ("{autoattack: {eps: 8/255, version: custom, attacks: [pgd]}}", "unknown; choose from"),
         ("{autoattack: {eps: 8/255}, eps: 0.1}", "has the one key 'autoattack'"),
         ("{autoattack: {eps: 0}}", "eps must be a finite number > 0"),
+        ("{autoattack: {eps: 0.1, images: 0}}", "images must be an integer >= 1"),
     ],
 )
 def test_bad_autoattack_entry_is_rejected_with_the_fix(entry, message):
