@@ -79,7 +79,7 @@ def loss_fns(z: torch.Tensor, ids: torch.Tensor, names: tuple[str, ...]) -> dict
         return step
 
     def ours(fused: bool) -> Callable[[], torch.Tensor]:
-        return lambda: contrastive_loss(z, ids, TEMPERATURE, BALL, fused=fused)
+        return lambda: contrastive_loss(z, ids, TEMPERATURE, BALL, fused=fused, chunk_size=None)
 
     table: dict[str, Callable[[], torch.Tensor]] = {
         "simclr": lambda: simclr(z[:n], z[n:], TEMPERATURE),

@@ -135,6 +135,17 @@ def test_cli_bench_runs_the_suite_and_prints_its_table(monkeypatch, capsys, one_
         main(["bench", "--only", "no-such-benchmark"])
 
 
+def test_chunk_auto_benchmark_marks_the_fastest_path_and_auto(one_thread):
+    from benchmarks.chunk_auto import chunk_rows
+
+    rows = chunk_rows(sizes=(64, 2048), blocks=(16, 1024), rounds=1)
+    assert {r.variant for r in rows} >= {"chunked K=16", "chunked K=1024"}
+    for size in (64, 2048):
+        notes = [r.note for r in rows if f"2N={size} " in r.metric]
+        assert sum("fastest" in n for n in notes) == 1 and sum("auto" in n for n in notes) == 1
+    assert any("auto" in r.note for r in rows if r.variant == "fused" and "2N=64 " in r.metric)
+
+
 def test_probe_benchmark_writes_its_table(tmp_path, one_thread):
     from benchmarks.probe import evaluation_rows, main
 

@@ -18,11 +18,11 @@ import torch
 from solo_hyper.distributed import gather_with_grad, rank
 from solo_hyper.geometry import Manifold, check_space, upcast_half
 from solo_hyper.losses.infonce import (
-    auto_chunk_size,
     check_chunk_size,
     check_temperature,
     info_nce,
     info_nce_reference,
+    resolve_chunk_size,
 )
 
 __all__ = ["contrastive_loss"]
@@ -35,7 +35,7 @@ def contrastive_loss(
     space: Manifold,
     *,
     fused: bool = True,
-    chunk_size: int | Literal["auto"] | None = None,
+    chunk_size: int | Literal["auto"] | None = "auto",
     gather_distributed: bool = True,
 ) -> torch.Tensor:
     """Mean over anchors i with at least one positive of
@@ -51,9 +51,9 @@ def contrastive_loss(
         the self-supervised loss, class labels for the supervised one).
     space: the embedding space (``geometry.make_space``; the head's own, a learnt curvature
         included).
-    chunk_size: None for the fused path; an integer K (or "auto": the largest K whose blocks
-        take a quarter of the device's free memory) for blocks of K anchors, the same values
-        and gradients in O(K M) memory.
+    chunk_size: "auto" (the default): the fastest path measured for the device and size
+        (``infonce.resolve_chunk_size``); None: the fused path; an integer K: blocks of K
+        anchors, the same values and gradients in O(K M) memory.
     Anchors without positives are left out; if no anchor has one the loss is 0 (still attached
     to the graph). Under torch.distributed with ``gather_distributed`` (the gather rule of every
     loss here; False: each rank's rows only) the local rows
@@ -74,9 +74,8 @@ def contrastive_loss(
         form = space.similarity_form(z, z_all).scaled(1 / temperature)
         if not fused:
             return info_nce_reference(form, targets, targets_all, offset)
-        if chunk_size == "auto":
-            chunk_size = auto_chunk_size(z.shape[0], z_all.shape[0], z.device, z.dtype)
-        return info_nce(form, targets, targets_all, offset, chunk_size)
+        chunk = resolve_chunk_size(chunk_size, z.shape[0], z_all.shape[0], z.device, z.dtype)
+        return info_nce(form, targets, targets_all, offset, chunk)
 
 
 def _validate(z: torch.Tensor, targets: torch.Tensor, temperature: float | torch.Tensor) -> None:

@@ -21,8 +21,8 @@ hyperboloid (hyperbolic EBCLR) the geodesic distance. The L2 term takes the raw 
 (``regularised``; default: z1 and z_sgld themselves). All energies are computed in float32
 (autocast disabled locally; float64 inputs stay float64) with max-subtracted logsumexp, so the
 loss is finite for small temperatures and under bf16/fp16 autocast. Both terms run in
-``losses.infonce``: the NT-Xent fused (or in blocks of ``chunk_size`` anchors), log q in
-blocks when ``chunk_size`` is set.
+``losses.infonce``: the NT-Xent and log q fused or in blocks of ``chunk_size`` anchors ("auto",
+the default: ``infonce.resolve_chunk_size``).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from torch import Tensor
 from solo_hyper.distributed import gather_with_grad, rank, world_size
 from solo_hyper.geometry import GramForm, Manifold, Sphere, check_space, upcast_half
 from solo_hyper.losses.infonce import (
-    auto_chunk_size,
     check_chunk_size,
     check_temperature,
     info_nce,
+    resolve_chunk_size,
     row_logsumexp,
 )
 
@@ -69,13 +69,6 @@ def _check_2d(name: str, z: Tensor) -> None:
         raise ValueError(f"{name} must have shape (N >= 1, D), got {tuple(z.shape)}")
 
 
-def _resolve_chunk(chunk_size, n: int, m: int, z: Tensor) -> int | None:
-    check_chunk_size(chunk_size)
-    if chunk_size == "auto":
-        return auto_chunk_size(n, m, z.device, z.dtype)
-    return chunk_size
-
-
 def ebclr_distance_matrix(z: Tensor, z_ref: Tensor, space: Manifold | None = None) -> Tensor:
     """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast
     (``space`` None: the sphere)."""
@@ -94,7 +87,7 @@ def ebclr_log_density(
     temperature: float,
     space: Manifold | None = None,
     *,
-    chunk_size: int | str | None = None,
+    chunk_size: int | str | None = "auto",
 ) -> Tensor:
     """Unnormalised marginal log-density log q(v_i) = logsumexp_j(-D(z_i, z_ref_j) / tau).
 
@@ -110,7 +103,7 @@ def ebclr_log_density(
     _check_2d("z_ref", z_ref)
     with torch.autocast(device_type=z.device.type, enabled=False):
         z, z_ref = _upcast(z), _upcast(z_ref)
-        chunk = _resolve_chunk(chunk_size, z.shape[0], z_ref.shape[0], z)
+        chunk = resolve_chunk_size(chunk_size, z.shape[0], z_ref.shape[0], z.device, z.dtype)
         form = ebclr_energy_form(space, z, z_ref).scaled(-1 / temperature)
         return row_logsumexp(form, chunk)
 
@@ -125,7 +118,7 @@ def ebclr_loss(
     space: Manifold | None = None,
     *,
     regularised: Sequence[Tensor] | None = None,
-    chunk_size: int | str | None = None,
+    chunk_size: int | str | None = "auto",
     gather_distributed: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """EBCLR objective L = L_disc + lambda2 * L_gen (official defaults tau=0.1, l1=1e-3, l2=0.1).
@@ -174,7 +167,7 @@ def ebclr_loss(
             offset = rank() * 2 * b
         else:
             columns, ids_all, z2_all, offset = views, ids, z2f, 0
-        chunk = _resolve_chunk(chunk_size, 2 * b, columns.shape[0], z1f)
+        chunk = resolve_chunk_size(chunk_size, 2 * b, columns.shape[0], z1f.device, z1f.dtype)
         # NT-Xent: each view's positive is the other view of its image (mean over 2B anchors)
         disc_form = ebclr_energy_form(space, views, columns).scaled(-1 / temperature)
         disc = info_nce(disc_form, ids, ids_all, offset, chunk)

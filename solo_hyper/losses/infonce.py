@@ -26,6 +26,7 @@ all_gather) is left to autograd.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,8 +35,10 @@ from torch.autograd.function import once_differentiable
 from solo_hyper.geometry.gram import GramForm, Kernel
 
 __all__ = [
+    "AUTO_PATHS",
     "auto_chunk_size",
     "check_chunk_size",
+    "resolve_chunk_size",
     "info_nce",
     "info_nce_reference",
     "row_logsumexp",
@@ -44,6 +47,7 @@ __all__ = [
 # (N x M) float buffers a chunked block holds at once: P/phi, phi', logits, softmax/gradient
 _BLOCK_BUFFERS = 5
 _AUTO_MEMORY_SHARE = 0.25
+CPU_CHUNK_FROM, CPU_BLOCK = 1024, 256  # chunk_size auto on the CPU: see AUTO_PATHS
 
 
 def check_temperature(temperature: float | torch.Tensor) -> None:
@@ -90,6 +94,43 @@ def auto_chunk_size(n: int, m: int, device: torch.device, dtype: torch.dtype) ->
         return n
     per_row = _BLOCK_BUFFERS * m * torch.finfo(dtype).bits // 8
     return max(1, min(n, int(_AUTO_MEMORY_SHARE * free) // max(per_row, 1)))
+
+
+@dataclass(frozen=True)
+class AutoPath:
+    """The fastest path measured on one device type: fused below ``chunk_from`` candidates,
+    blocks of ``block`` anchors from there on."""
+
+    chunk_from: int
+    block: int
+
+
+AUTO_PATHS: dict[str, AutoPath] = {
+    # benchmarks/chunk_auto.py, benchmarks/results/chunk-auto.md (2-core CPU, D = 128)
+    "cpu": AutoPath(chunk_from=CPU_CHUNK_FROM, block=CPU_BLOCK),
+}
+"""Per device type, what ``chunk_size: auto`` resolves to; a device type not measured (CUDA:
+no GPU was available) takes the fused path while its buffers fit in a quarter of the free
+memory, else the largest block that does."""
+
+
+def resolve_chunk_size(
+    chunk_size: int | str | None, n: int, m: int, device: torch.device, dtype: torch.dtype
+) -> int | None:
+    """The path a loss of N anchors against M candidates runs: None (fused) or a block size K.
+
+    None and K are taken as given; "auto" is the fastest measured path of the device
+    (``AUTO_PATHS``), its block capped by the memory (``auto_chunk_size``), and the fused path
+    where one block would hold every anchor. Every path gives the same values and gradients
+    (up to float rounding; tests/losses)."""
+    check_chunk_size(chunk_size)
+    if chunk_size != "auto":
+        return chunk_size
+    fits = auto_chunk_size(n, m, device, dtype)
+    path = AUTO_PATHS.get(device.type)
+    block = path.block if path is not None and m >= path.chunk_from else n
+    block = min(block, fits)
+    return None if block >= n else block
 
 
 def _self_pairs(matrix: torch.Tensor, offset: int) -> torch.Tensor:

@@ -75,7 +75,7 @@ class InfoNCELoss(_SpaceLoss):
         self,
         temperature: float = 0.2,
         space: Manifold | None = None,
-        chunk_size: int | str | None = None,
+        chunk_size: int | str | None = "auto",
         check_points: bool = True,
         gather_distributed: bool = True,
     ) -> None:
@@ -104,7 +104,7 @@ class HyperbolicInfoNCELoss(InfoNCELoss):
         curvature: float | None = None,
         geometry: str | None = None,
         learnable_curvature: bool = False,
-        chunk_size: int | str | None = None,
+        chunk_size: int | str | None = "auto",
         space: Manifold | None = None,
         check_points: bool = True,
         gather_distributed: bool = True,
@@ -137,7 +137,7 @@ class EBCLRLoss(_SpaceLoss):
         lambda1: float = 1e-3,
         lambda2: float = 0.1,
         space: Manifold | None = None,
-        chunk_size: int | str | None = None,
+        chunk_size: int | str | None = "auto",
         check_points: bool = True,
         gather_distributed: bool = True,
     ) -> None:

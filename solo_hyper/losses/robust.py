@@ -28,7 +28,7 @@ def adversarial_view_loss(
     temperature: float | torch.Tensor,
     space: Manifold,
     *,
-    chunk_size: int | str | None = None,
+    chunk_size: int | str | None = "auto",
 ) -> torch.Tensor:
     """L(x_adv, x+, {x-}): the InfoNCE of the 2B batch [x_adv; x+] with instance ids.
 
@@ -50,7 +50,7 @@ def robust_contrastive_loss(
     lambda_adv: float,
     space: Manifold,
     *,
-    chunk_size: int | str | None = None,
+    chunk_size: int | str | None = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Eq. 11: L(x, {x+, x_adv}, {x-}) + lambda_adv * L(x_adv, x+, {x-}).
 

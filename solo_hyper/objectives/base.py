@@ -82,13 +82,14 @@ class ObjectiveArgs:
 class SpaceArgs(ObjectiveArgs):
     """The embedding space and its loss: the ``temperature``, ``geometry`` (one of
     geometry.GEOMETRIES), ``curvature`` (c > 0 of the hyperbolic spaces, curvature -c), and the
-    loss's ``chunk_size`` (None: fused; K or auto: blocks of K anchors, O(K M) memory)."""
+    loss's ``chunk_size`` ("auto": the fastest measured path for the device and size, the
+    default; None: fused; K: blocks of K anchors, O(K M) memory)."""
 
     temperature: float = 0.2  # tau of the logits (or energies)
     geometry: str = "poincare"
     curvature: float = 0.1
     learnable_curvature: bool = False
-    chunk_size: int | str | None = None
+    chunk_size: int | str | None = "auto"
 
     def check(self) -> None:
         if not is_number(self.temperature) or not self.temperature > 0:

@@ -19,7 +19,7 @@ from solo_hyper.losses import (
     infonce,
 )
 from solo_hyper.losses.ebclr import ebclr_log_density
-from solo_hyper.losses.infonce import auto_chunk_size
+from solo_hyper.losses.infonce import AUTO_PATHS, auto_chunk_size, resolve_chunk_size
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5}
 
@@ -65,7 +65,7 @@ def test_chunked_equals_fused_and_reference_values_and_gradients(geometry, super
         v = v64.detach().float().requires_grad_(True)
         truth = _loss_and_grads(space64, v64, tau64, ids, fused=False)
     reference = _loss_and_grads(space, v, tau, ids, fused=False)
-    fused = _loss_and_grads(space, v, tau, ids)
+    fused = _loss_and_grads(space, v, tau, ids, chunk_size=None)
     results = [fused] + [
         _loss_and_grads(space, v, tau, ids, chunk_size=chunk) for chunk in (1, 5, 26, 1000)
     ]
@@ -216,3 +216,47 @@ def test_module_losses_equal_the_functions():
         HyperbolicInfoNCELoss(temperature=0.0)
     with pytest.raises(ValueError, match="curvature"):
         HyperbolicInfoNCELoss(curvature=-1.0)
+
+
+def test_auto_resolves_to_the_fastest_measured_path_of_the_device(monkeypatch):
+    """chunk_size auto (the default): on the CPU the fused path below AUTO_PATHS' chunk_from
+    candidates and blocks of its block size from there (benchmarks/chunk_auto.py chose them),
+    capped by the memory; a device type not measured: fused while it fits, else the memory's
+    block; None and K as given."""
+    import inspect
+
+    from solo_hyper.objectives.base import SpaceArgs
+
+    monkeypatch.setattr(infonce, "free_memory_bytes", lambda device: 2**40)
+    cpu, f32 = torch.device("cpu"), torch.float32
+    path = AUTO_PATHS["cpu"]
+    below, at = path.chunk_from - 2, path.chunk_from
+    assert resolve_chunk_size("auto", below, below, cpu, f32) is None
+    assert resolve_chunk_size("auto", at, at, cpu, f32) == path.block
+    assert resolve_chunk_size("auto", 8 * at, 8 * at, cpu, f32) == path.block
+    # DDP: few local anchors against many gathered candidates: one block would hold them all
+    assert resolve_chunk_size("auto", path.block, 8 * at, cpu, f32) is None
+    assert resolve_chunk_size(None, 8 * at, 8 * at, cpu, f32) is None
+    assert resolve_chunk_size(7, 8 * at, 8 * at, cpu, f32) == 7
+    gpu = torch.device("cuda")
+    assert resolve_chunk_size("auto", 8 * at, 8 * at, gpu, f32) is None  # fits: fused
+    monkeypatch.setattr(infonce, "free_memory_bytes", lambda device: 5 * 8 * at * 4 * 4 * 100)
+    assert resolve_chunk_size("auto", 8 * at, 8 * at, gpu, f32) == 100  # the memory's block
+    assert resolve_chunk_size("auto", 8 * at, 8 * at, cpu, f32) == min(100, path.block)
+    # auto is the default of every loss and of the objectives' arguments
+    assert SpaceArgs().chunk_size == "auto"
+    for fn in (contrastive_loss, ebclr_loss, ebclr_log_density, InfoNCELoss, EBCLRLoss):
+        assert inspect.signature(fn).parameters["chunk_size"].default == "auto", fn
+
+
+def test_the_default_auto_path_equals_the_fused_path_where_it_chunks():
+    """At a size where auto takes blocks on the CPU, the default loss (auto) has the fused
+    path's value and gradients."""
+    n = AUTO_PATHS["cpu"].chunk_from
+    assert resolve_chunk_size("auto", n, n, torch.device("cpu"), torch.float64) is not None
+    g = torch.Generator().manual_seed(5)
+    space = make_space("poincare", 0.4, learnable_curvature=True).double()
+    v = torch.randn(n, 8, generator=g, dtype=torch.float64).requires_grad_(True)
+    tau = torch.tensor(0.2, dtype=torch.float64, requires_grad=True)
+    ids = torch.arange(n // 2).repeat(2)
+    _assert_same(_loss_and_grads(space, v, tau, ids), _loss_and_grads(space, v, tau, ids, chunk_size=None), 1e-10)
