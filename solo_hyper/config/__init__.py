@@ -5,8 +5,9 @@
 - ``devices``: the one device resolver (evaluation devices, Trainer accelerator/devices);
 - ``schema``: ``Schema`` (defaults tree, free-form paths, value check; ``load`` is every command's
   entry) and ``method_schema`` (a method's section: its objective's ``Args`` dataclass gives the
-  keys and defaults, ``check_args`` the check);
-- ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``) and its value checks.
+  keys and defaults; the values are checked when ``run.train.prepare`` makes the ``Args``);
+- ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``), its completion
+  (``complete``) and its checks (``validate``, which changes nothing).
 The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
 ``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.
 """

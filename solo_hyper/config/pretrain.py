@@ -96,8 +96,15 @@ PRETRAIN = Schema("config", DEFAULTS, frozenset(FREE_FORM))
 
 
 def complete(cfg: dict, trainer_keys: set[str]) -> dict:
-    """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults."""
+    """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults: the
+    completion step, before ``validate`` (which only checks); a known dataset's mean/std fill
+    absent ones."""
     out = PRETRAIN.complete(cfg, trainer_keys)
+    data = out["data"]
+    info = DATASETS.get(data["dataset"]) if isinstance(data["dataset"], str) else None
+    if info is not None:
+        data["mean"] = list(data["mean"] or info.mean)
+        data["std"] = list(data["std"] or info.std)
     entries = out["augmentations"]
     if not isinstance(entries, list) or not entries:
         raise ConfigError("augmentations must be a non-empty list of crop entries")
@@ -147,9 +154,9 @@ def validate(
     cfg: dict, required_crops: int | None, backbones: Sequence[str]
 ) -> RunShape:
     """Every check of a completed pretraining config that is not the method's own (its
-    ``method_kwargs``: the method's schema; its whole-config checks: ``check_config``), before
-    any work: the dataset (its mean/std filled in), optimiser, schedule, budget, crops (the
-    method's ``required_crops``; None: any number), backbone (one of ``backbones``), loggers and
+    ``method_kwargs``: the objective's ``Args``; its whole-config checks: ``check_config``), before
+    any work, changing nothing: the dataset, optimiser, schedule, budget, crops (the method's
+    ``required_crops``; None: any number), backbone (one of ``backbones``), loggers and
     checkpoints. ConfigError with the fix."""
     if not cfg.get("method"):
         raise ConfigError("config has no 'method'")
@@ -196,6 +203,12 @@ def validate(
             )
     for key in ("train_subset", "val_subset"):
         positive_int_or_none(cfg["data"].get(key), f"data.{key}")
+    subset = cfg["data"].get("train_subset")
+    if subset is not None and subset < opt["batch_size"]:
+        raise ConfigError(
+            f"impossible batch: optimizer.batch_size={opt['batch_size']} is larger than the "
+            f"{subset} training images of data.train_subset (batches are full, drop_last)"
+        )
     loggers(cfg)
     ck = cfg["checkpoint"]
     if not isinstance(ck["keep_prev"], bool):
@@ -227,7 +240,7 @@ def _check_budget(cfg: dict) -> None:
 
 
 def _check_dataset(data: dict) -> int | None:
-    """The dataset is known (its mean/std fill absent ones); its image size (None: any)."""
+    """The dataset is known and its statistics usable; its image size (None: any)."""
     dataset = data.get("dataset")
     if not dataset:
         raise ConfigError("config has no data.dataset")
@@ -241,8 +254,6 @@ def _check_dataset(data: dict) -> int | None:
         raise ConfigError(
             "data.image_size is required for the custom dataset (e.g. 256 for 224 crops)"
         )
-    data["mean"] = list(data["mean"] or info.mean)
-    data["std"] = list(data["std"] or info.std)
     if any(s <= 0 for s in data["std"]):
         raise ConfigError("data.std must be positive")
     return image_size
@@ -277,11 +288,10 @@ def loggers(cfg: dict) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def method_section(
-    method: str, args: dict[str, Any], given: dict, check_args=None
-) -> dict[str, Any]:
-    """``method_kwargs`` completed and checked by the method's schema (``method_schema``)."""
-    return method_schema(method, args, check_args).complete(given)
+def method_section(method: str, args: dict[str, Any], given: dict) -> dict[str, Any]:
+    """``method_kwargs`` completed by the method's schema (keys, types, defaults:
+    ``method_schema``); the values are the objective's to check."""
+    return method_schema(method, args).complete(given)
 
 
 def check_data_paths(data: dict) -> None:

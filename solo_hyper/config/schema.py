@@ -5,7 +5,7 @@ free-form mappings, and a value check. ``Schema.load`` is the single entry of ev
 ``defaults < YAML < dotted.key=value overrides``, the keys checked (closest-name hints), the
 defaults merged in, then the values checked; what comes out is complete and valid. The schemas:
 ``config.pretrain.PRETRAIN``, ``evaluation.linear.LINEAR``, ``evaluation.robust.ROBUST``, and each
-method's section built from its objective's ``Args`` dataclass and ``check_args`` (``method_schema``).
+method's section, keys and defaults from its objective's ``Args`` dataclass (``method_schema``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from solo_hyper.config.errors import ConfigError
@@ -49,16 +48,8 @@ class Schema:
         return self.complete(load_config(path, overrides, base), extra_top)
 
 
-def method_schema(method: str, args: dict[str, Any], check_args=None) -> Schema:
+def method_schema(method: str, args: dict[str, Any]) -> Schema:
     """A method's ``method_kwargs`` section: ``args`` (its objective's ``Args`` defaults, or a
-    baseline's published ones) are the keys and defaults, ``check_args`` (ValueError with a
-    message) the value check."""
-
-    def check(section: dict) -> None:
-        if check_args is not None:
-            try:
-                check_args(SimpleNamespace(**section))
-            except ValueError as err:
-                raise ConfigError(str(err)) from None
-
-    return Schema(f"method {method!r}", dict(args), check=check, prefix=("method_kwargs",))
+    baseline's published ones) are the keys and defaults; the values are checked by the
+    objective's ``Args`` (``run.train.prepare``)."""
+    return Schema(f"method {method!r}", dict(args), prefix=("method_kwargs",))

@@ -1,13 +1,18 @@
 """Pretraining from a config: validation first, then data, model, callbacks and a Lightning run.
 
-``prepare`` checks the config itself, on any machine (keys and types, the method's arguments, crops,
-backbone, the method's whole-config checks); ``pretrain`` starts with ``check_environment``, the
-checks against this machine (data paths, devices, loggers' packages, a checkpoint to start from),
-before any data is loaded or any model built. ``pretrain`` then looks at
-the run directory first (``plan_run``): a finished run of the same config reports its stored
-results and writes nothing; an unfinished one resumes from its newest checkpoint; a run of
-another config is refused with the keys that differ. A run that trained writes ``result.json``
-(atomically, strict JSON, accuracies in percent, with the config hash and the code version).
+``prepare`` is the one validation pass: it completes the config (defaults, a known dataset's
+statistics, the method's argument defaults: ``config.complete``, ``method_section``), then checks
+the completed config without changing it, before any data is loaded or any model built: keys and
+types, the method's arguments (its objective's ``Args``, made once and returned), crops, backbone,
+the batch against a training subset, the method's whole-config checks. The module is built from
+what it returns (``Prepared``: arguments, crops), with no second check. ``pretrain`` checks the
+machine first (``check_environment``: data paths, devices, loggers' packages, a checkpoint to
+start from; ``prepare`` runs on any machine), then looks at the run directory (``plan_run``): a
+finished run of the same config reports
+its stored results and writes nothing; an unfinished one resumes from its newest checkpoint; a
+run of another config is refused with the keys that differ. A run that trained writes
+``result.json`` (atomically, strict JSON, accuracies in percent, with the config hash and the
+code version).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
+from solo_hyper.geometry import Manifold
+from solo_hyper.objectives import ObjectiveArgs, SpaceArgs
 from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
@@ -57,7 +64,8 @@ pl = adapter.LIGHTNING
 
 @dataclass
 class Prepared:
-    """A validated config and what was derived from it."""
+    """A completed, checked config and what was derived from it; the module is built from it
+    (``initial_model``) without a second check."""
 
     cfg: dict
     method_cls: type
@@ -65,32 +73,38 @@ class Prepared:
     num_crops: tuple[int, int]
     small_images: bool
     crops: list[dict]  # the crop entries completed with their defaults (cfg keeps them as written)
+    args: ObjectiveArgs | None = None  # a plugin method's checked arguments (None: a baseline)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def space(self) -> Manifold | None:
+        """The embedding space the arguments declare (a new one each call; None: a baseline)."""
+        return self.args.space() if isinstance(self.args, SpaceArgs) else None
 
 
 def prepare(
     config_path: str | None, overrides: list[str] = (), base: dict | None = None
 ) -> Prepared:
-    """Loads and validates a config; raises ConfigError with a fix before any work starts."""
+    """Loads, completes and checks a config (see the module docstring); raises ConfigError with a
+    fix before any work starts."""
     cfg = complete(load_config(config_path, overrides, base), adapter.trainer_arg_names())
     methods = adapter.registered_methods()
     name = cfg.get("method")
     if name not in methods:
         raise ConfigError(unknown_method_message(name, methods))
     method = adapter.method_info(name)
-    cfg["method_kwargs"] = method_section(
-        name, method.defaults, cfg["method_kwargs"], method.check_args
-    )
-
+    cfg["method_kwargs"] = method_section(name, method.defaults, cfg["method_kwargs"])
+    # completion ends here: from now on the config is only read
     backbones = [*adapter.SOLO_BACKBONES, *BACKBONES]
     shape = validate(cfg, method.required_crops, backbones)
-    try:  # checks that need the whole config (baselines' constraints, EBCLR's memory)
-        method.check_config(cfg)
+    try:
+        args = method.check_args(cfg["method_kwargs"]) if method.check_args else None
+        method.check_config(cfg)  # baselines' constraints, EBCLR's memory
     except ValueError as err:
         raise ConfigError(str(err)) from None
     return Prepared(
-        cfg, method.cls, shape.image_size, shape.num_crops, small_images(shape.crops), shape.crops
-    )
+        cfg, method.cls, shape.image_size, shape.num_crops, small_images(shape.crops), shape.crops,
+        args,
+    )  # fmt: skip
 
 
 def check_environment(cfg: dict) -> None:
@@ -217,12 +231,14 @@ def initial_model(prep: Prepared):
     train_loader, val_loader, num_classes = build_dataloaders(
         cfg["data"], cfg["optimizer"]["batch_size"], seed=int(cfg["seed"])
     )
-    if len(train_loader) == 0:
+    if len(train_loader) == 0:  # a dataset whose size prepare could not know (no train_subset)
         raise ConfigError(
             f"impossible batch: optimizer.batch_size={cfg['optimizer']['batch_size']} is larger "
             f"than the {len(train_loader.dataset)} training images (batches are full, drop_last)"
         )
-    model = adapter.build_method(cfg, num_classes, prep.small_images, prep.num_crops)
+    model = adapter.build_method(
+        cfg, num_classes, prep.small_images, prep.num_crops, prep.args, prep.crops
+    )
     return model, train_loader, val_loader
 
 

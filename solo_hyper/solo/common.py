@@ -9,6 +9,7 @@ OmegaConf cfg), the name of the backbone attribute, Lightning's import, solo's c
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -150,14 +151,25 @@ def plugin_method(name: str) -> PluginMethod:
     return PLUGIN_METHODS[name]
 
 
+_MADE: dict[tuple[str, str], ObjectiveArgs] = {}  # objective_args' results (frozen: shared)
+
+
 def objective_args(name: str, given: SimpleNamespace | dict) -> ObjectiveArgs:
     """Plugin method ``name``'s arguments from ``method_kwargs`` (the objective's dataclass: the
-    one check of each argument); ValueError naming the key."""
+    one check of each argument); ValueError naming the key. Made once per distinct
+    ``method_kwargs``: ``prepare``'s are the ones solo main's config hook finds again when the
+    module is built from them."""
     given = dict(given) if isinstance(given, dict) else vars(given)
-    try:
-        return plugin_method(name).objective.Args.from_mapping(given)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"method_kwargs.{err}") from None
+    key = (name, json.dumps(given, sort_keys=True, default=repr))
+    if key not in _MADE:
+        try:
+            made = plugin_method(name).objective.Args.from_mapping(given)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"method_kwargs.{err}") from None
+        if len(_MADE) >= 256:
+            _MADE.clear()
+        _MADE[key] = made
+    return _MADE[key]
 
 
 @dataclass(frozen=True)
@@ -167,7 +179,8 @@ class MethodInfo:
 
     cls: type  # the LightningModule class that builds the method
     defaults: dict[str, Any]  # method_kwargs and their defaults
-    check_args: Callable[[SimpleNamespace], Any] | None  # the arguments' check (plugin methods)
+    # method_kwargs -> the checked ObjectiveArgs (plugin methods; prepare calls it once)
+    check_args: Callable[[SimpleNamespace | dict], ObjectiveArgs] | None
     required_crops: int | None  # None: any number of crops
     check_config: Callable[[dict], None]  # checks that need the whole config
 
@@ -384,14 +397,12 @@ class ObjectiveMethodMixin:
         inputs = self.plugin.step_inputs(self, batch) if self.plugin.step_inputs else {}
         batch, extras = self.objective.prepare(self, batch, **inputs)
         out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
-        feats, z = out.get("feats", []), self.step_projections(out)
+        feats = out["feats"]
+        # solo main's base step runs forward (which adds z) on every crop; 1.0.2's encodes only
+        z = out["z"] if "z" in out else [self.projector(f) for f in feats]
         loss, metrics = self.objective.loss(self, batch, feats, z, **extras)
         self.log_dict({f"train_{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=True)
         return loss + out["loss"]
-
-    def step_projections(self, out: dict) -> list[torch.Tensor]:
-        """The per-crop projections of solo's base training step (the versions differ)."""
-        raise NotImplementedError
 
     @property
     def learnable_params(self) -> list[dict[str, Any]]:

@@ -20,11 +20,13 @@ SOLO_MAIN_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100",
 
 
 def solo_config(
-    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]
+    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    crops: list[dict] | None = None,
 ) -> dict:
     """The plugin config ``cfg`` (completed and validated by ``solo_hyper.run.train.prepare``) as
     solo main's cfg; lr is scaled here when ``optimizer.scale_lr`` (solo main's parse_cfg, which
-    would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs."""
+    would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs; ``crops``:
+    the completed crop entries (default: the config's)."""
     opt, sched, data = cfg["optimizer"], cfg["scheduler"], cfg["data"]
     lr = scaled_lr(cfg)
     extra = copy.deepcopy(dict(opt.get("kwargs") or {}))
@@ -71,7 +73,7 @@ def solo_config(
             "mean": None if mean is None else [float(m) for m in mean],
             "std": None if std is None else [float(s) for s in std],
         },
-        "augmentations": copy.deepcopy([dict(e) for e in cfg["augmentations"]]),
+        "augmentations": copy.deepcopy([dict(e) for e in crops or cfg["augmentations"]]),
         "optimizer": {
             "name": opt["name"],
             "batch_size": int(opt["batch_size"]),

@@ -17,7 +17,6 @@ import inspect
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 import yaml
 from solo.methods import METHODS
 from solo.methods.base import BaseMethod
@@ -27,6 +26,7 @@ from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import build_backbone
+from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.solo import common, compat
 from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import register as register
@@ -111,17 +111,22 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
     """This plugin's methods under solo-learn 1.0.2, built from 1.0.2's flat keyword arguments as
     solo's launcher and tests build theirs (``METHODS[name](**kwargs)``): one subclass per method
     names its objective (``METHOD``); its ``method_kwargs`` come as keyword arguments too (absent
-    ones take the objective's defaults). ``method``, which solo's launcher passes, must agree."""
+    ones take the objective's defaults), or checked already as ``objective_args`` (``prepare``'s,
+    passed by ``build_method``). ``method``, which solo's launcher passes, must agree."""
 
     BACKBONE_ATTR = "encoder"
 
-    def __init__(self, *, method: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, method: str | None = None, objective_args: ObjectiveArgs | None = None,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
         name = self.method_name(method)
         defaults = common.plugin_method(name).objective.Args.defaults()
-        given = {key: kwargs.pop(key, default) for key, default in defaults.items()}
-        args = common.objective_args(name, given)  # a clear error before any work
+        given = {key: kwargs.pop(key) for key in defaults if key in kwargs}
+        if objective_args is None:  # built as solo builds methods, not from prepare's arguments
+            objective_args = common.objective_args(name, given)  # a clear error before any work
         super().__init__(**kwargs)
-        self.build(name, args)
+        self.build(name, objective_args)
 
     @classmethod
     def add_model_specific_args(cls, parent_parser: argparse.ArgumentParser):
@@ -138,10 +143,6 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
             parse = {bool: _str2bool, None: yaml.safe_load}.get(kind, kind)  # None: int, null...
             group.add_argument(f"--{name}", type=parse, default=argparse.SUPPRESS)
         return parent_parser
-
-    def step_projections(self, out: dict) -> list[torch.Tensor]:
-        # solo 1.0.2's base step returns the per-crop features only
-        return [self.project(f) for f in out["feats"]]
 
 
 def _str2bool(text: str) -> bool:
@@ -200,21 +201,27 @@ def trainer_strategy(strategy: Any) -> Any:
     return NO_UNUSED_SEARCH.get(strategy, strategy) if isinstance(strategy, str) else strategy
 
 
-def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]):
-    """The LightningModule for a completed, validated config."""
+def build_method(
+    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
+):  # fmt: skip
+    """The LightningModule for a completed, validated config; ``args``: a plugin method's
+    arguments as ``prepare`` checked them (else they come from ``method_kwargs``), ``crops``:
+    the completed crop entries (else the config's)."""
     cls = plugin_class(METHODS[cfg["method"]])
     opt, sched = cfg["optimizer"], cfg["scheduler"]
     extra = dict(opt.get("kwargs") or {})
     if opt["name"] in ("sgd", "lars"):
         extra.setdefault("momentum", 0.9)
-    lr = common.scaled_lr(cfg)
     data = cfg["data"]
     on_device = data.get("augment_on_device", True)
-    kwargs = dict(
+    crops = crops or cfg["augmentations"]
+    method_kwargs = {"objective_args": args} if args is not None else cfg["method_kwargs"]
+    return cls(
         backbone_name=cfg["backbone"]["name"],
         backbone_kwargs=cfg["backbone"].get("kwargs") or {},
-        augmentations=cfg["augmentations"] if on_device else None,
-        pipeline_augmentations=None if on_device else cfg["augmentations"],
+        augmentations=crops if on_device else None,
+        pipeline_augmentations=None if on_device else crops,
         mean=tuple(data["mean"]),
         std=tuple(data["std"]),
         small_images=small_images,
@@ -223,7 +230,7 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
         batch_size=int(opt["batch_size"]),
         optimizer="sgd" if opt["name"] == "lars" else opt["name"],
         lars=opt["name"] == "lars",
-        lr=lr,
+        lr=common.scaled_lr(cfg),
         weight_decay=float(opt["weight_decay"]),
         classifier_lr=float(opt["classifier_lr"]),
         exclude_bias_n_norm=bool(opt.get("exclude_bias_n_norm", False)),
@@ -242,9 +249,8 @@ def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tup
         knn_k=int(cfg["knn_eval"]["k"]),
         method=cfg["method"],
         solo_hyper_config=cfg,
-        **cfg["method_kwargs"],
+        **method_kwargs,
     )
-    return cls(**kwargs)
 
 
 class PluginLinearModel(common.PluginLinearMixin, LinearModel):

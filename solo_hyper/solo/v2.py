@@ -17,6 +17,7 @@ solo does not know as CIFAR; default: solo's rule, CIFAR-10/100 only).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -33,6 +34,7 @@ from torch import nn
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import BACKBONES, build_backbone
 from solo_hyper.config import ConfigError
+from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.solo import common, compat
 from solo_hyper.solo.baselines import baseline_defaults_for
 from solo_hyper.solo.common import Stats
@@ -247,42 +249,50 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
 class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
     """This plugin's methods under solo main, built from solo main's OmegaConf cfg as solo's
     launcher and tests build theirs (``METHODS[name](cfg)``): one subclass per method names its
-    objective (``METHOD``; ``cfg.method``, which solo's launcher sets, must agree); solo's base
-    constructor completes and checks ``method_kwargs`` first (``add_and_assert_specific_cfg``,
-    also run by solo's launchers)."""
+    objective (``METHOD``; ``cfg.method``, which solo's launcher sets, must agree). Its arguments
+    are ``objective_args`` as ``prepare`` checked them (passed by ``build_method``), else they
+    come from ``cfg.method_kwargs`` and are checked here, with the crops and the whole-config
+    checks, before solo's constructor runs; ``cfg.method_kwargs`` is then complete (solo's
+    launchers write it to ``args.json``)."""
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)  # runs add_and_assert_specific_cfg first: the arguments are checked
-        name = self.method_name(omegaconf_select(self.cfg, "method", None))
-        self.build(name, common.objective_args(name, plain(self.cfg.method_kwargs)))
+    def __init__(self, cfg: DictConfig, objective_args: ObjectiveArgs | None = None) -> None:
+        OmegaConf.set_struct(cfg, False)
+        name = self.method_name(omegaconf_select(cfg, "method", None))
+        if objective_args is None:  # built as solo builds methods, not from prepare's arguments
+            objective_args = common.objective_args(name, plain(cfg.get("method_kwargs")) or {})
+            self.check_solo_cfg(name, cfg, dataclasses.asdict(objective_args))
+        cfg.method_kwargs = dataclasses.asdict(objective_args)
+        super().__init__(cfg)  # solo's hook below finds these arguments made (objective_args)
+        self.build(name, objective_args)
 
     @classmethod
     def add_and_assert_specific_cfg(cls, cfg: DictConfig) -> DictConfig:
-        """solo main's config hook: fills the objective's defaults into ``method_kwargs`` and
-        checks them and the crops (ValueError) before the backbone is built."""
+        """solo main's config hook (its constructor and its method tests call it): the
+        objective's defaults filled into ``method_kwargs``, checked (ValueError)."""
         cfg = BaseMethod.add_and_assert_specific_cfg(cfg)
-        cfg = add_plugin_cfg(cfg)
         name = cls.method_name(omegaconf_select(cfg, "method", None))
-        info = common.plugin_method_info(name, cls)
-        cfg.method_kwargs = {**info.defaults, **(plain(cfg.method_kwargs) or {})}
-        info.check_args(plain(cfg.method_kwargs))
-        crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
-        if info.required_crops is not None and crops != info.required_crops:
-            raise ValueError(
-                f"{name} works on exactly {info.required_crops} crops per image; the "
-                f"augmentations give {crops}"
-            )
-        info.check_config(plain(cfg))  # checks that need the whole config (EBCLR)
+        args = common.objective_args(name, plain(omegaconf_select(cfg, "method_kwargs", None)) or {})
+        cfg.method_kwargs = dataclasses.asdict(args)
         return cfg
+
+    @staticmethod
+    def check_solo_cfg(name: str, cfg: DictConfig, method_kwargs: dict) -> None:
+        """The crops and the whole-config checks (EBCLR's buffer) of a cfg that ``prepare``
+        did not check (ValueError)."""
+        required = common.plugin_method(name).objective.required_crops
+        crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
+        if required is not None and crops != required:
+            raise ValueError(
+                f"{name} works on exactly {required} crops per image; the augmentations give {crops}"
+            )
+        check_config = common.plugin_method(name).check_config
+        if check_config is not None:
+            check_config({**plain(add_plugin_cfg(cfg)), "method_kwargs": method_kwargs})
 
     def multicrop_forward(self, X: torch.Tensor) -> dict[str, Any]:
         out = super().multicrop_forward(X)
         out["z"] = self.project(out["feats"])
         return out
-
-    def step_projections(self, out: dict) -> list[torch.Tensor]:
-        # solo main's base step runs self(X) per crop: out["z"] is the list of projections
-        return list(out["z"])
 
 
 # ---------------------------------------------------------------------------------- registry
@@ -312,11 +322,17 @@ def trainer_strategy(strategy: Any) -> Any:
     return strategy
 
 
-def build_method(cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int]):
-    """The LightningModule for a completed, validated config."""
+def build_method(
+    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
+):  # fmt: skip
+    """The LightningModule for a completed, validated config; ``args``: a plugin method's
+    arguments as ``prepare`` checked them (else they come from ``method_kwargs``), ``crops``:
+    the completed crop entries (else the config's)."""
     cls = plugin_class(METHODS[cfg["method"]])
-    solo_cfg = solo_config(cfg, num_classes, small_images, num_crops)
-    return cls(OmegaConf.create({**solo_cfg, "solo_hyper_config": cfg}))
+    solo_cfg = solo_config(cfg, num_classes, small_images, num_crops, crops)
+    solo_cfg = OmegaConf.create({**solo_cfg, "solo_hyper_config": cfg})
+    return cls(solo_cfg) if args is None else cls(solo_cfg, objective_args=args)
 
 
 # ---------------------------------------------------------------------------------- linear

@@ -50,7 +50,7 @@ CASES = [
     ("temperature zero", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "method_kwargs.temperature=0"], r"temperature must be > 0"),
     ("crop larger than images", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "augmentations.0.crop_size=32"], r"crop_size=32 is larger than the 28x28"),
     ("batch size one", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "optimizer.batch_size=1"], r"batch_size must be an integer >= 2"),
-    ("batch larger than data", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", f"checkpoint.dir={t}", "data.train_subset=10", "optimizer.batch_size=16"], r"impossible batch"),
+    ("batch larger than data", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", f"checkpoint.dir={t}", "optimizer.batch_size=16", "data.train_subset=10"], r"impossible batch"),
     ("two-crop method with three crops", lambda t: ["pretrain", "--config", f"{FMNIST}/rhcl.yaml", "augmentations.0.num_crops=3"], r"exactly 2 crops"),
     ("missing dataset", lambda t: ["pretrain", "--config", f"{FMNIST}/hcl.yaml", "data.dataset=cifar10", "augmentations.0.crop_size=28", f"data.train_path={t}/none", "data.download=false", f"checkpoint.dir={t}"], r"cifar10 not found.*data.download=true"),
     ("missing config file", lambda t: ["pretrain", "--config", f"{t}/nope.yaml"], r"does not exist"),

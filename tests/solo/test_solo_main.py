@@ -130,6 +130,7 @@ def test_translation_scales_lr_maps_lars_and_copies():
                 "exclude_bias_n_norm": True,
             },
             devices=2,
+            data={"train_subset": 256},
         ),  # fmt: skip
     ).cfg
     out = solo_config(cfg, 10, True, (2, 0))
