@@ -42,6 +42,8 @@ def tiny_config(method: str, **sections) -> dict:
             cfg[key] = value
     if method not in ("hcl", "shcl", "rhcl", "rocl", "ebclr") and "method_kwargs" not in sections:
         cfg["method_kwargs"] = {"proj_hidden_dim": 16, "proj_output_dim": 8}
+    if method == "supervised":  # no projector: a classifier head
+        cfg["method_kwargs"] = {"classes": 10, **sections.get("method_kwargs", {})}
     return cfg
 
 

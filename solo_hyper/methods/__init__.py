@@ -34,7 +34,9 @@ SHCL = method_class("shcl")
 RHCL = method_class("rhcl")
 RoCL = method_class("rocl")
 EBCLR = method_class("ebclr")
-CLASSES = {"hcl": HCL, "shcl": SHCL, "rhcl": RHCL, "rocl": RoCL, "ebclr": EBCLR}
+Supervised = method_class("supervised")
+CLASSES = {"hcl": HCL, "shcl": SHCL, "rhcl": RHCL, "rocl": RoCL, "ebclr": EBCLR,
+           "supervised": Supervised}  # fmt: skip
 
 
 def register() -> None:
@@ -48,4 +50,5 @@ def register() -> None:
 
 register()
 
-__all__ = ["CLASSES", "DECLARED", "EBCLR", "HCL", "RHCL", "SHCL", "RoCL", "method_class", "register"]
+__all__ = ["CLASSES", "DECLARED", "EBCLR", "HCL", "RHCL", "SHCL", "RoCL", "Supervised", "method_class",
+           "register"]  # fmt: skip

@@ -533,6 +533,8 @@ def markdown(
                     setting_notes[row.title] = paper.setting_note(row.title, own, shown, cfg)
             parts.append(f"| {row.title} | " + " | ".join(cells_text) + " |")
         for key, title in spec.untrained:
+            if any(r.key == key for r in column.rows):  # trained at this scale
+                continue
             beside = paper.beside(*paper.resolve(numbers, spec.name, key, column.paper_column,
                                                  None if not spec.robust else "A_nat", None))
             parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))

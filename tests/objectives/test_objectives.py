@@ -21,6 +21,8 @@ from solo_hyper.objectives import (
     RoCL,
     RoCLArgs,
     SHCLArgs,
+    Supervised,
+    SupervisedArgs,
 )
 
 SMALL = {"proj_hidden_dim": 32, "proj_output_dim": 8}
@@ -30,6 +32,7 @@ CASES = {
     "rhcl": lambda: RHCL(RHCLArgs(**SMALL, steps=2)),
     "rocl": lambda: RoCL(RoCLArgs(**SMALL, steps=2)),
     "ebclr": lambda: EBCLR(EBCLRArgs(**SMALL, sgld_steps=2, buffer_size=64, rho=0.5)),
+    "supervised": lambda: Supervised(SupervisedArgs(classes=4)),
 }
 
 
@@ -75,6 +78,34 @@ def test_every_objective_trains_in_a_plain_pytorch_loop(name):
     losses = train(CASES[name](), lr=0.01 if name == "ebclr" else 0.05)
     assert losses[-1] < losses[0] - 1e-3, losses
     assert sum(losses[-5:]) < sum(losses[:5]), losses
+
+
+def test_supervised_loss_is_the_cross_entropy_of_the_classifier_over_every_crop():
+    """Against scikit-learn's log loss of the softmax (the mean over both crops' rows), gradient
+    checked against a hand-written softmax minus one-hot; labels beyond the classifier refused."""
+    from sklearn.metrics import log_loss
+
+    objective = Supervised(SupervisedArgs(classes=4))
+    torch.manual_seed(0)
+    net = Net(encoder(), objective.head(32)).double()
+    batch = fixed_batch(objective)
+    batch[1] = [c.double() for c in batch[1]]
+    loss, metrics = objective.step(net, batch)
+    logits = torch.cat([net.projector(net.encoder(c)) for c in batch[1]]).detach()
+    targets = batch[2].repeat(2)
+    probs = torch.softmax(logits, 1).numpy()
+    assert float(loss) == pytest.approx(log_loss(targets.numpy(), probs, labels=range(4)), rel=1e-9)
+    weight = net.projector.mlp.weight
+    (grad,) = torch.autograd.grad(loss, weight)
+    feats = torch.cat([net.encoder(c) for c in batch[1]]).detach()
+    onehot = torch.nn.functional.one_hot(targets, 4).double()
+    expected = (torch.softmax(logits, 1) - onehot).T @ feats / len(targets)
+    assert torch.allclose(grad, expected, rtol=1e-9, atol=1e-12)
+    assert float(metrics["train_acc1"]) == pytest.approx(
+        100.0 * float((logits.argmax(1) == targets).double().mean()))
+    batch[2] = batch[2] + 3  # labels 3..6 for a 4-way classifier
+    with pytest.raises(ValueError, match="set method_kwargs.classes"):
+        objective.step(net, batch)
 
 
 def test_every_method_has_an_objective():
