@@ -18,7 +18,7 @@ def test_import_registers_the_methods():
     from solo_hyper import objectives
     from solo_hyper.solo.common import PLUGIN_METHODS
 
-    for name in ("hcl", "shcl", "rhcl", "rocl", "ebclr"):
+    for name in ("hcl", "shcl", "rhcl", "rocl", "ebclr", "supervised"):
         assert issubclass(METHODS[name], adapter.ObjectiveMethod), name
         assert METHODS[name].METHOD == name and METHODS[name] is solo_hyper.methods.CLASSES[name]
         assert PLUGIN_METHODS[name].objective is objectives.OBJECTIVES[name]
