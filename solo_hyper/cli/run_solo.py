@@ -147,9 +147,9 @@ def run_solo(script: str, args: list[str]) -> None:
     path = resolve_script(script)
     check_setup(path)
     import solo_hyper.methods  # noqa: F401  (registers the methods)
-    from solo_hyper.solo import INSTALLED_API
+    from solo_hyper.solo import adapter
 
-    if INSTALLED_API == "v2":
+    if adapter.API_VERSION == "v2":  # solo main
         from solo_hyper.cli.solo_hooks import launch_hooks
     else:  # 1.0.2's launchers were refused by check_setup: a script of the user's, unhooked
         launch_hooks = contextlib.nullcontext

@@ -41,8 +41,7 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
-from solo_hyper.geometry import Manifold
-from solo_hyper.objectives import ObjectiveArgs, SpaceArgs
+from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_checkpoint
 from solo_hyper.run.guards import NonFiniteLossGuard
@@ -75,10 +74,6 @@ class Prepared:
     crops: list[dict]  # the crop entries completed with their defaults (cfg keeps them as written)
     args: ObjectiveArgs | None = None  # a plugin method's checked arguments (None: a baseline)
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def space(self) -> Manifold | None:
-        """The embedding space the arguments declare (a new one each call; None: a baseline)."""
-        return self.args.space() if isinstance(self.args, SpaceArgs) else None
 
 
 def prepare(

@@ -1,9 +1,7 @@
-"""The one door to solo-learn: picks the adapter for the installed solo-learn method API.
-
-solo-learn 1.0.2 (PyPI) has an argparse/kwargs method API on pytorch-lightning 1.x
-(``BaseMethod.add_model_specific_args``, adapter ``v1``); its GitHub main has a config (OmegaConf)
-API on lightning 2 (``BaseMethod.add_and_assert_specific_cfg``, adapter ``v2``). Both adapters
-export the same names. Everything else in solo_hyper imports solo-learn only through this package.
+"""The one door to solo-learn: ``adapter`` (``solo_hyper/solo/adapter.py``), the same code for
+both supported solo-learn versions, each difference in that version's shim (``v1.py``: 1.0.2 from
+PyPI, argparse keyword arguments on pytorch-lightning 1.9; ``v2.py``: GitHub main, an OmegaConf
+cfg on lightning 2). Everything else in solo_hyper imports solo-learn only through this package.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 from solo_hyper.solo.api import SUPPORTED, detect_api
 
 try:
-    import solo.methods.base as _solo_base
+    import solo.methods.base  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         "solo_hyper needs solo-learn. Install the PyPI release without its (unresolvable) pins: "
@@ -20,11 +18,6 @@ except ImportError as err:  # pragma: no cover - exercised by a subprocess test
         "or solo-learn's GitHub main with requirements/solo-main.txt (docs/solo-main.md)."
     ) from err
 
-INSTALLED_API = detect_api(_solo_base.BaseMethod)
+from solo_hyper.solo import adapter  # noqa: E402  (after the clear error above)
 
-if INSTALLED_API == "v1":
-    from solo_hyper.solo import v1 as adapter
-else:
-    from solo_hyper.solo import v2 as adapter
-
-__all__ = ["INSTALLED_API", "SUPPORTED", "adapter", "detect_api"]
+__all__ = ["SUPPORTED", "adapter", "detect_api"]

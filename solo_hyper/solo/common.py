@@ -1,14 +1,12 @@
-"""What both adapters do the same way, whatever the solo-learn version.
+"""The LightningModule pieces both solo-learn versions share (the shims ``v1.py`` and ``v2.py``
+build their classes on them) and the declarations of this plugin's methods.
 
 The pieces of solo-learn used here have the same import path and meaning in 1.0.2 and in main
-(``solo.methods.METHODS``, ``solo.methods.base.BaseMethod``, ``solo.utils.knn``); the adapters
-(``v1.py``, ``v2.py``) keep only what differs: how a method is constructed (kwargs or an
-OmegaConf cfg), the name of the backbone attribute, Lightning's import, solo's crop statistics.
+(``solo.utils.knn``); the shims add only what differs. ``adapter.py`` is the public side.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,37 +14,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-from solo.methods import METHODS
 from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
-from solo_hyper.backbones import FrozenBackbone
 from solo_hyper.config import ConfigError, training_processes
 from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.knn import knn_accuracy
 from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
-from solo_hyper.solo.baselines import baseline_of, trainable_methods
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
-
-_IMAGENET_MEAN = (0.485, 0.456, 0.406)
-_CIFAR10 = ((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261))
-_STL10 = ((0.4914, 0.4823, 0.4466), (0.247, 0.243, 0.261))
-# The normalisation of solo's pretraining crops per dataset: (solo-learn 1.0.2's, main's). 1.0.2
-# uses CIFAR-10's statistics for CIFAR-100 and an ImageNet std of 0.228 (sic); custom data: the
-# given mean/std (main: the first crop entry's, else ImageNet's).
-SOLO_CROP_STATS: dict[str, tuple[Stats, Stats]] = {
-    "cifar10": (_CIFAR10, ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))),
-    "cifar100": (_CIFAR10, ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))),
-    "stl10": (_STL10, _STL10),
-    "imagenet100": ((_IMAGENET_MEAN, (0.228, 0.224, 0.225)), (_IMAGENET_MEAN, (0.229, 0.224, 0.225))),
-    "imagenet": ((_IMAGENET_MEAN, (0.228, 0.224, 0.225)), (_IMAGENET_MEAN, (0.229, 0.224, 0.225))),
-}
-
-
-def solo_crop_stats(version: int) -> dict[str, Stats]:
-    """One column of SOLO_CROP_STATS: 0 for solo-learn 1.0.2, 1 for main."""
-    return {dataset: stats[version] for dataset, stats in SOLO_CROP_STATS.items()}
 
 
 # ---------------------------------------------------------------------------------- crop stats
@@ -170,44 +146,6 @@ def objective_args(name: str, given: SimpleNamespace | dict) -> ObjectiveArgs:
             _MADE.clear()
         _MADE[key] = made
     return _MADE[key]
-
-
-@dataclass(frozen=True)
-class MethodInfo:
-    """What the entry validates a method's config with, for this plugin's methods and solo's
-    bundled ones alike (``adapter.method_info``)."""
-
-    cls: type  # the LightningModule class that builds the method
-    defaults: dict[str, Any]  # method_kwargs and their defaults
-    # method_kwargs -> the checked ObjectiveArgs (plugin methods; prepare calls it once)
-    check_args: Callable[[SimpleNamespace | dict], ObjectiveArgs] | None
-    required_crops: int | None  # None: any number of crops
-    check_config: Callable[[dict], None]  # checks that need the whole config
-
-
-def _no_check(cfg: dict) -> None:
-    return None
-
-
-def plugin_method_info(name: str, cls: type) -> MethodInfo:
-    """``MethodInfo`` of plugin method ``name`` (built by the adapter's ``ObjectiveMethod``)."""
-    spec = plugin_method(name)
-    return MethodInfo(
-        cls, spec.objective.Args.defaults(), lambda args: objective_args(name, args),
-        spec.objective.required_crops, spec.check_config or _no_check,
-    )  # fmt: skip
-
-
-def baseline_method_info(cls: type, defaults: dict[str, Any]) -> MethodInfo:
-    """``MethodInfo`` of one of solo's bundled methods (its constraints: ``solo.baselines``)."""
-    entry = baseline_of(cls)
-    checks = entry.checks if entry is not None else ()
-
-    def check_config(cfg: dict) -> None:
-        for check in checks:
-            check(cfg)
-
-    return MethodInfo(cls, defaults, None, None, check_config)
 
 
 class BatchSeeder:
@@ -415,29 +353,6 @@ class ObjectiveMethodMixin:
         checkpoint[SPACE_CHECKPOINT_KEY] = self.embedding_space.to_dict()
 
 
-def linear_model_builder(solo_linear_model: Callable[..., Any]) -> Callable[..., Any]:
-    """The contract's ``build_linear_model`` from a version's
-    ``solo_linear_model(backbone, num_classes, linear_cfg, features_only, train_view, eval_view)
-    -> LinearModel``."""
-
-    def build_linear_model(
-        encoder: nn.Module | None,
-        num_features: int,
-        num_classes: int,
-        linear_cfg: dict,
-        train_view: nn.Module | None = None,
-        eval_view: nn.Module | None = None,
-    ) -> Any:
-        """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a
-        validated linear-evaluation config (``solo_hyper.evaluation.linear``)."""
-        backbone = FrozenBackbone(encoder, num_features)
-        return solo_linear_model(
-            backbone, int(num_classes), linear_cfg, encoder is None, train_view, eval_view
-        )
-
-    return build_linear_model
-
-
 class PluginLinearMixin:
     """solo's LinearModel fed with this plugin's batches: uint8 ``(images, targets)`` or
     ``(indexes, images, targets)`` turned into model inputs on their device by ``train_view`` /
@@ -461,26 +376,6 @@ class PluginLinearMixin:
         return [x, y]
 
 
-# ---------------------------------------------------------------------------------- registry
-def register(name: str, cls: type) -> None:
-    """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
-    reloads, and a name already taken by another class is an error."""
-    current = METHODS.get(name)
-    if current is not None and current is not cls:
-        same = (current.__module__, current.__qualname__) == (cls.__module__, cls.__qualname__)
-        if not same:
-            raise ValueError(
-                f"cannot register {cls.__qualname__} as {name!r}: solo.methods.METHODS[{name!r}] "
-                f"is already {current.__module__}.{current.__qualname__}"
-            )
-    METHODS[name] = cls
-
-
-def registered_methods() -> dict[str, type]:
-    """solo's METHODS without its base classes (``base``, ``linear``: not pretraining methods)."""
-    return trainable_methods(METHODS)
-
-
 # ---------------------------------------------------------------------------------- config
 def scaled_lr(cfg: dict) -> float:
     """optimizer.lr, times batch_size * devices * nodes / 256 when optimizer.scale_lr."""
@@ -490,33 +385,3 @@ def scaled_lr(cfg: dict) -> float:
         n_dev = training_processes(cfg.get("accelerator"), cfg.get("devices", 1))
         lr = lr * opt["batch_size"] * n_dev * int(cfg.get("num_nodes", 1)) / 256
     return lr
-
-
-def method_info(
-    name: str, plugin_class: Callable[[type], type], baseline_defaults: Callable[[type], dict]
-) -> MethodInfo:
-    """What the entry validates method ``name``'s config with: this plugin's methods declare
-    their arguments (the objective's dataclass), solo's bundled methods have theirs from the
-    adapter's ``baseline_defaults`` (solo's published values)."""
-    if name in PLUGIN_METHODS:
-        return plugin_method_info(name, METHODS[name])
-    cls = plugin_class(METHODS[name])
-    return baseline_method_info(cls, baseline_defaults(cls))
-
-
-# One precision table: Lightning 2's names and Lightning 1.9's spellings of the same precision
-PRECISIONS = {"16-mixed": 16, "bf16-mixed": "bf16", "32-true": 32, "64-true": 64}
-
-
-def trainer_precision(precision: Any, lightning2: bool) -> Any:
-    """A precision in the installed Lightning's terms: Lightning 2's names for Lightning 1.9
-    (and "32"/"16" as numbers), or Lightning 1.x's spellings for Lightning 2."""
-    text = str(precision)
-    if lightning2:
-        return {str(old): new for new, old in PRECISIONS.items()}.get(text, precision)
-    return PRECISIONS.get(text, {"32": 32, "16": 16}.get(text, precision))
-
-
-def init_arg_names(cls: type) -> set[str]:
-    """The constructor's argument names (a Trainer's, for picking Trainer keys from a config)."""
-    return set(inspect.signature(cls.__init__).parameters) - {"self"}

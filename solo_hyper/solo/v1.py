@@ -1,24 +1,20 @@
-"""Adapter for solo-learn 1.0.2 (PyPI; argparse kwargs API, pytorch-lightning 1.9).
+"""The solo-learn 1.0.2 shim (PyPI; argparse keyword-argument API, pytorch-lightning 1.9).
 
-One of the modules of ``solo_hyper/solo/`` (the plugin's only door to solo-learn) that import
-solo-learn; its twin ``v2.py`` serves solo-learn's GitHub main. It supplies:
-- ``PluginBase``: solo's ``BaseMethod`` plus this plugin's backbones and the kornia augmentation
-  run in ``on_after_batch_transfer``; mixed under any solo method by ``plugin_class``;
-- ``ObjectiveMethod``: the one solo-learn method class of this plugin's methods (any objective,
-  named by ``method``; the version-neutral part is ``common.ObjectiveMethodMixin``);
-- ``build_method``: config dict -> LightningModule, with 1.0.2's flat constructor arguments.
+What 1.0.2 does its own way, and nothing else (``adapter.py`` is the one adapter; ``v2.py`` the
+other shim, ``adapter.SHIM`` the names both define): methods take flat keyword arguments
+(``construct``, ``ObjectiveMethod``, ``add_model_specific_args``), the backbone is ``encoder``
+and built from a fixed table (``PluginBase`` swaps in this plugin's), solo's crop statistics are
+1.0.2's, its kNN metric logs fractions, Lightning is 1.9 (``pytorch_lightning``; precision
+spellings and DDP strategy names of 1.x).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import inspect
 from typing import Any
 
 import pytorch_lightning as pl
 import yaml
-from solo.methods import METHODS
 from solo.methods.base import BaseMethod
 from solo.methods.linear import LinearModel
 from solo.methods.simclr import SimCLR
@@ -27,18 +23,27 @@ from torch import nn
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import build_backbone
 from solo_hyper.objectives import ObjectiveArgs
-from solo_hyper.solo import common, compat
-from solo_hyper.solo.baselines import baseline_defaults_for
-from solo_hyper.solo.common import register as register
-from solo_hyper.solo.common import registered_methods as registered_methods
-from solo_hyper.solo.contract import CONTRACT
+from solo_hyper.solo import common
 
 API = "solo-learn 1.0.2"
-LIGHTNING = pl
+API_VERSION = "v1"  # solo_hyper.solo.api.detect_api's name
+LIGHTNING, LIGHTNING_2 = pl, False
 KNN_PERCENT = False  # val_knn_acc1/5 are fractions in solo-learn 1.0.2
 SOLO_BACKBONES = tuple(BaseMethod._SUPPORTED_ENCODERS)
-SOLO_DATASET_STATS = common.solo_crop_stats(0)  # custom data: --mean/--std
-IMAGENET_STATS = SOLO_DATASET_STATS["imagenet"]  # 1.0.2's --mean/--std defaults
+_IMAGENET = ((0.485, 0.456, 0.406), (0.228, 0.224, 0.225))  # 1.0.2's --mean/--std (0.228, sic)
+_CIFAR = ((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261))
+# what 1.0.2's pipeline normalises a known dataset with (CIFAR-10's for CIFAR-100 too); custom
+# data: --mean/--std
+SOLO_DATASET_STATS = {
+    "cifar10": _CIFAR, "cifar100": _CIFAR, "stl10": ((0.4914, 0.4823, 0.4466), _CIFAR[1]),
+    "imagenet100": _IMAGENET, "imagenet": _IMAGENET,
+}  # fmt: skip
+# Lightning 1.9's DDP strategies search for unused parameters after every backward unless told
+# not to (Lightning 2's default); benchmarks/ddp_unused.py measures what the search costs
+STRATEGIES = {
+    name: f"{name}_find_unused_parameters_false"
+    for name in ("ddp", "ddp_spawn", "ddp_fork", "ddp_notebook")
+}
 
 
 class AccumulatingKNN(common.AccumulatingKNN):
@@ -79,7 +84,7 @@ class PluginBase(common.PluginMixin, BaseMethod):
             backbone_args.update(backbone_kwargs)
         kwargs["backbone_args"] = backbone_args
         self.crop_mean, self.crop_std = common.crop_stats(
-            kwargs.get("dataset"), mean, std, SOLO_DATASET_STATS, None, IMAGENET_STATS,
+            kwargs.get("dataset"), mean, std, SOLO_DATASET_STATS, None, _IMAGENET,
             prefer_explicit=bool(augmentations),
         )
         super().__init__(**kwargs)
@@ -156,66 +161,17 @@ class SupCon(SimCLR):
         super().__init__(supervised=supervised, **kwargs)
 
 
-plugin_class = functools.partial(compat.plugin_class, plugin_base=PluginBase, api="v1")
-trainer_arg_names = functools.partial(common.init_arg_names, pl.Trainer)
-trainer_precision = functools.partial(common.trainer_precision, lightning2=False)
-
-
-def _baseline_arg_defaults(cls: type) -> dict[str, Any]:
-    """A solo method's own arguments (not solo's base ones) with their defaults: solo's
-    published values, else its argparse defaults."""
-    table = baseline_defaults_for(cls, "v1")  # solo's published values
-    if table is not None:
-        return table
-    base = {a.dest for a in _parser_actions(BaseMethod)}
-    defaults = {a.dest: a.default for a in _parser_actions(cls) if a.dest not in base}
-    # a subclass may change a default in its constructor (SupCon: supervised=True)
-    for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass):
-            for name, p in inspect.signature(klass.__init__).parameters.items():
-                if name in defaults and p.default is not inspect.Parameter.empty:
-                    defaults[name] = p.default
-    return defaults
-
-
-def _parser_actions(cls: type) -> list[argparse.Action]:
-    parser = argparse.ArgumentParser(add_help=False)
-    cls.add_model_specific_args(parser)
-    return list(parser._actions)
-
-
-method_info = functools.partial(common.method_info, plugin_class=plugin_class,
-                                baseline_defaults=_baseline_arg_defaults)  # fmt: skip
-
-
-# Lightning 1.9's DDP strategies search for unused parameters after every backward unless told
-# not to (Lightning 2's default); benchmarks/ddp_unused.py measures what the search costs
-NO_UNUSED_SEARCH = {
-    name: f"{name}_find_unused_parameters_false"
-    for name in ("ddp", "ddp_spawn", "ddp_fork", "ddp_notebook")
-}
-
-
-def trainer_strategy(strategy: Any) -> Any:
-    """'ddp' (and its spawn/fork forms) without the unused-parameter search, as Lightning 2."""
-    return NO_UNUSED_SEARCH.get(strategy, strategy) if isinstance(strategy, str) else strategy
-
-
-def build_method(
-    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
-    args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
-):  # fmt: skip
-    """The LightningModule for a completed, validated config; ``args``: a plugin method's
-    arguments as ``prepare`` checked them (else they come from ``method_kwargs``), ``crops``:
-    the completed crop entries (else the config's)."""
-    cls = plugin_class(METHODS[cfg["method"]])
+def construct(
+    cls: type, cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    args: ObjectiveArgs | None, crops: list[dict],
+) -> Any:  # fmt: skip
+    """``adapter.build_method`` in 1.0.2's constructor form: the config as flat keywords."""
     opt, sched = cfg["optimizer"], cfg["scheduler"]
     extra = dict(opt.get("kwargs") or {})
     if opt["name"] in ("sgd", "lars"):
         extra.setdefault("momentum", 0.9)
     data = cfg["data"]
     on_device = data.get("augment_on_device", True)
-    crops = crops or cfg["augmentations"]
     method_kwargs = {"objective_args": args} if args is not None else cfg["method_kwargs"]
     return cls(
         backbone_name=cfg["backbone"]["name"],
@@ -257,10 +213,10 @@ class PluginLinearModel(common.PluginLinearMixin, LinearModel):
     """solo 1.0.2's LinearModel fed with this plugin's batches (``common.PluginLinearMixin``)."""
 
 
-def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
-    train_view: nn.Module | None, eval_view: nn.Module | None,
-) -> LinearModel:  # fmt: skip
+def linear_model(
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool, views: dict
+) -> LinearModel:
+    """``adapter.build_linear_model`` in 1.0.2's constructor form."""
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     return PluginLinearModel(
         backbone,
@@ -275,12 +231,5 @@ def _solo_linear_model(
         extra_optimizer_args=dict(opt.get("kwargs") or {}),
         scheduler=sched["name"],
         lr_decay_steps=sched.get("lr_decay_steps"),
-        train_view=train_view,
-        eval_view=eval_view,
+        **views,
     )
-
-
-build_linear_model = common.linear_model_builder(_solo_linear_model)
-
-
-__all__ = [*CONTRACT]

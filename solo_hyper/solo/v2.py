@@ -1,10 +1,11 @@
-"""Adapter for solo-learn's GitHub main (Hydra/OmegaConf config API, lightning 2.1).
+"""The solo-learn main shim (GitHub; Hydra/OmegaConf config API, lightning 2.1).
 
-The twin of ``v1.py`` with the same names and the same method contract, so that method files do
-not know which solo-learn runs them. Differences from 1.0.2 that it absorbs: methods are built from one OmegaConf ``cfg`` (``__init__(cfg)``, arguments under
-``cfg.method_kwargs``, checked by ``add_and_assert_specific_cfg``); the backbone is
-``self.backbone`` (``encoder`` stays available as an alias); solo's base training step runs
-``self(X)``, so the per-crop projections come back in ``out["z"]``; parameter groups are named.
+What solo main does its own way, and nothing else (``adapter.py`` is the one adapter; ``v1.py``
+the other shim, ``adapter.SHIM`` the names both define): methods are built from one OmegaConf
+``cfg`` (``construct``, ``ObjectiveMethod``; arguments under ``cfg.method_kwargs``, completed by
+``add_and_assert_specific_cfg``); the backbone is ``self.backbone`` (``encoder`` stays an alias)
+and solo's ResNet surgery must spare this plugin's backbones; solo's crop statistics are main's,
+its kNN metric logs percent; it lacks 1.0.2's ``cosine`` schedule; Lightning is 2.x.
 
 Importing this module adds this plugin's backbones (``small_cnn``, ``resnet18_nobn``) to solo's
 backbone table, so that solo's own ``main_pretrain.py`` / ``main_linear.py`` build them by name.
@@ -18,13 +19,11 @@ solo does not know as CIFAR; default: solo's rule, CIFAR-10/100 only).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
-from solo.methods import METHODS
 from solo.methods.base import BaseMethod
 from solo.methods.linear import LinearModel
 from solo.methods.supcon import SupCon as SupCon
@@ -33,23 +32,26 @@ from torch import nn
 
 from solo_hyper.augment import DeviceAugmentation, crop_noise
 from solo_hyper.backbones import BACKBONES, build_backbone
-from solo_hyper.config import ConfigError
 from solo_hyper.objectives import ObjectiveArgs
-from solo_hyper.solo import common, compat
-from solo_hyper.solo.baselines import baseline_defaults_for
+from solo_hyper.solo import common
 from solo_hyper.solo.common import Stats
-from solo_hyper.solo.common import register as register
-from solo_hyper.solo.common import registered_methods as registered_methods
-from solo_hyper.solo.contract import CONTRACT
 from solo_hyper.solo.main_cfg import solo_config
 
 API = "solo-learn main (GitHub, lightning 2)"
-LIGHTNING = pl
-SOLO_BACKBONES = tuple(n for n in BaseMethod._BACKBONES if n not in BACKBONES)
+API_VERSION = "v2"  # solo_hyper.solo.api.detect_api's name
+LIGHTNING, LIGHTNING_2 = pl, True
 KNN_PERCENT = True  # val_knn_acc1/5 are logged in percent, as solo-learn main does
-
-SOLO_DATASET_STATS = common.solo_crop_stats(1)  # custom: the first crop entry's, else ImageNet's
-IMAGENET_STATS = SOLO_DATASET_STATS["imagenet"]
+SOLO_BACKBONES = tuple(n for n in BaseMethod._BACKBONES if n not in BACKBONES)
+STRATEGIES: dict[str, str] = {}  # Lightning 2's 'ddp' already skips the unused-parameter search
+_IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+# what main's pipeline normalises a known dataset with; custom data: the first crop entry's
+# mean/std, else ImageNet's
+SOLO_DATASET_STATS = {
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "stl10": ((0.4914, 0.4823, 0.4466), (0.247, 0.243, 0.261)),
+    "imagenet100": _IMAGENET, "imagenet": _IMAGENET,
+}  # fmt: skip
 CIFAR_DATASETS = ("cifar10", "cifar100")
 
 
@@ -147,10 +149,10 @@ def pipeline_stats(cfg: DictConfig) -> Stats:
     ImageNet's); a dataset solo main does not know needs data.mean/std (ConfigError)."""
     mean, std = omegaconf_select(cfg, "data.mean", None), omegaconf_select(cfg, "data.std", None)
     entry = (omegaconf_select(cfg, "augmentations", None) or [{}])[0]
-    custom = entry.get("mean", IMAGENET_STATS[0]), entry.get("std", IMAGENET_STATS[1])
+    custom = entry.get("mean", _IMAGENET[0]), entry.get("std", _IMAGENET[1])
     return common.crop_stats(
         omegaconf_select(cfg, "data.dataset", None), mean, std, SOLO_DATASET_STATS,
-        custom, IMAGENET_STATS, prefer_explicit=bool(omegaconf_select(cfg, "data.augment_on_device", False)),
+        custom, _IMAGENET, prefer_explicit=bool(omegaconf_select(cfg, "data.augment_on_device", False)),
     )  # fmt: skip
 
 
@@ -295,41 +297,11 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         return out
 
 
-# ---------------------------------------------------------------------------------- registry
-plugin_class = functools.partial(compat.plugin_class, plugin_base=PluginBase, api="v2")
-trainer_arg_names = functools.partial(common.init_arg_names, pl.Trainer)
-trainer_precision = functools.partial(common.trainer_precision, lightning2=True)
-
-
-def _baseline_table(cls: type) -> dict[str, Any]:
-    """A solo method's own arguments: solo main's are in the explicit table of
-    ``solo_hyper.solo.baselines`` (solo's published values), which must list it."""
-    table = baseline_defaults_for(cls, "v2")
-    if table is None:
-        raise ConfigError(
-            f"{cls.__name__} is neither a solo-hyper method nor in the table of solo-learn's "
-            "bundled methods (solo_hyper/solo/baselines.py): add its method_kwargs there"
-        )
-    return table
-
-
-method_info = functools.partial(common.method_info, plugin_class=plugin_class,
-                                baseline_defaults=_baseline_table)  # fmt: skip
-
-
-def trainer_strategy(strategy: Any) -> Any:
-    """Lightning 2's 'ddp' already skips the unused-parameter search."""
-    return strategy
-
-
-def build_method(
-    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
-    args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
-):  # fmt: skip
-    """The LightningModule for a completed, validated config; ``args``: a plugin method's
-    arguments as ``prepare`` checked them (else they come from ``method_kwargs``), ``crops``:
-    the completed crop entries (else the config's)."""
-    cls = plugin_class(METHODS[cfg["method"]])
+def construct(
+    cls: type, cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    args: ObjectiveArgs | None, crops: list[dict],
+) -> Any:  # fmt: skip
+    """``adapter.build_method`` in solo main's constructor form: the config as main's cfg."""
     solo_cfg = solo_config(cfg, num_classes, small_images, num_crops, crops)
     solo_cfg = OmegaConf.create({**solo_cfg, "solo_hyper_config": cfg})
     return cls(solo_cfg) if args is None else cls(solo_cfg, objective_args=args)
@@ -347,11 +319,11 @@ class PluginLinearModel(common.PluginLinearMixin, CosineSchedule, LinearModel):
         self.take_cosine_schedule()
 
 
-def _solo_linear_model(
-    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool,
-    train_view: nn.Module | None, eval_view: nn.Module | None,
-) -> LinearModel:  # fmt: skip
-    """With 1.0.2's schedules: per epoch, ``warmup_cosine`` with 10 warmup epochs from 0."""
+def linear_model(
+    backbone: nn.Module, num_classes: int, linear_cfg: dict, features_only: bool, views: dict
+) -> LinearModel:
+    """``adapter.build_linear_model`` in solo main's constructor form, with 1.0.2's schedules:
+    per epoch, ``warmup_cosine`` with 10 warmup epochs from 0."""
     opt, sched = linear_cfg["optimizer"], linear_cfg["scheduler"]
     cfg = {
         "data": {"num_classes": num_classes},
@@ -374,11 +346,4 @@ def _solo_linear_model(
         # precomputed features are (B, D): no channels-last conversion
         "performance": {"disable_channel_last": features_only},
     }
-    views = {"train_view": train_view, "eval_view": eval_view}
     return PluginLinearModel(backbone, OmegaConf.create(cfg), **views)
-
-
-build_linear_model = common.linear_model_builder(_solo_linear_model)
-
-
-__all__ = [*CONTRACT, "pipeline_stats", "register_backbones", "solo_config"]

@@ -345,7 +345,7 @@ def test_on_solos_pipeline_each_rank_fills_its_own_buffer():
     assert not torch.equal(buffers[0].samples, buffers[1].samples)
 
 
-SOLO_STATS = adapter.SOLO_DATASET_STATS["cifar10"]  # solo's own table, as its pipeline uses it
+SOLO_STATS = adapter.shim.SOLO_DATASET_STATS["cifar10"]  # solo's own table, as its pipeline uses it
 
 
 def test_the_sampler_sees_minus_one_to_one_pixels_from_either_crop_source():

@@ -1,5 +1,6 @@
-"""One adapter contract (solo_hyper.solo.contract.Adapter), checked against whichever adapter
-is installed, and against both adapter files by their source; the shared code lives once."""
+"""The one adapter (solo_hyper/solo/adapter.py) and its two shims: code outside solo_hyper/solo/
+uses the adapter's public names only, both shim files define every name the adapter reads from a
+shim, and what is the same under both versions is written once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.config import ConfigError
 from solo_hyper.solo import adapter, common
 from solo_hyper.solo.baselines import baseline_defaults, installed_api
-from solo_hyper.solo.contract import CONTRACT, Adapter
 
 SOLO = Path(__file__).resolve().parents[2] / "solo_hyper" / "solo"
 
@@ -25,15 +25,18 @@ def _defined_names(path: Path) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            for target in node.targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                names |= {t.id for t in elts if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
         elif isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names}
     return names
 
 
-def test_the_installed_adapter_satisfies_the_contract():
-    assert isinstance(adapter, Adapter)
-    missing = [name for name in CONTRACT if not hasattr(adapter, name)]
+def test_the_installed_adapter_has_every_public_name():
+    missing = [name for name in adapter.__all__ if not hasattr(adapter, name)]
     assert not missing
     assert isinstance(adapter.API, str) and isinstance(adapter.KNN_PERCENT, bool)
     assert hasattr(adapter.LIGHTNING, "Trainer") and "max_epochs" in adapter.trainer_arg_names()
@@ -43,13 +46,30 @@ def test_the_installed_adapter_satisfies_the_contract():
 
 
 @pytest.mark.parametrize("version", ["v1.py", "v2.py"])
-def test_both_adapter_files_provide_every_name_of_the_contract(version):
-    """By source, so that the adapter that is not installed is held to the contract too."""
-    missing = sorted(set(CONTRACT) - _defined_names(SOLO / version))
+def test_both_shim_files_define_what_the_adapter_reads(version):
+    """By source, so that the shim that is not installed is held to it too."""
+    missing = sorted(set(adapter.SHIM) - _defined_names(SOLO / version))
     assert not missing, f"{version} lacks {missing}"
 
 
-def test_code_outside_the_adapter_uses_only_the_contract():
+def test_the_adapter_reads_nothing_else_from_a_shim():
+    tree = ast.parse((SOLO / "adapter.py").read_text())
+    read = {n.attr for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "shim"}  # fmt: skip
+    assert read == set(adapter.SHIM)
+
+
+def test_no_function_is_written_in_both_shims():
+    def functions(path: Path) -> set[str]:
+        return {n.name for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.FunctionDef) and not n.name.startswith("__")}  # fmt: skip
+
+    # the same name in both shims is the same hook in each version's form, never shared code
+    shared = functions(SOLO / "v1.py") & functions(SOLO / "v2.py")
+    assert shared <= {"construct", "linear_model"}, shared
+
+
+def test_code_outside_the_solo_package_uses_only_the_adapters_public_names():
     package = SOLO.parent
     used = set()
     for path in package.rglob("*.py"):
@@ -62,7 +82,7 @@ def test_code_outside_the_adapter_uses_only_the_contract():
                 and node.value.id == "adapter"
             ):
                 used.add(node.attr)
-    assert used and used <= set(CONTRACT), sorted(used - set(CONTRACT))
+    assert used and used <= set(adapter.__all__), sorted(used - set(adapter.__all__))
 
 
 def test_registration_is_idempotent_and_refuses_a_taken_name():
@@ -146,6 +166,10 @@ def test_one_precision_table_read_both_ways():
     to_2 = {"16": "16-mixed", 16: "16-mixed", "bf16": "bf16-mixed", 32: "32-true", "64": "64-true",
             "bf16-mixed": "bf16-mixed", "16-true": "16-true"}  # fmt: skip
     for given, want in to_19.items():
-        assert common.trainer_precision(given, lightning2=False) == want, given
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(adapter.shim, "LIGHTNING_2", False)
+            assert adapter.trainer_precision(given) == want, given
     for given, want in to_2.items():
-        assert common.trainer_precision(given, lightning2=True) == want, given
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(adapter.shim, "LIGHTNING_2", True)
+            assert adapter.trainer_precision(given) == want, given

@@ -1,0 +1,168 @@
+"""The one adapter between this plugin and solo-learn, the same code under either version.
+
+Code outside ``solo_hyper/solo/`` uses solo-learn through this module's ``__all__`` only. What
+the two solo-learn versions differ in (constructor form, backbone attribute, crop statistics,
+kNN scale, Lightning module, precision names) is one small shim per version, chosen here by the
+installed method API (``api.detect_api``): ``v1.py`` for solo-learn 1.0.2 (keyword arguments,
+pytorch-lightning 1.9), ``v2.py`` for its GitHub main (an OmegaConf cfg, lightning 2). The
+LightningModule pieces both shims build on are in ``common.py``; the fixes of solo's bundled
+methods in ``compat.py``; their table in ``baselines.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from solo.methods import METHODS
+from solo.methods.base import BaseMethod
+from torch import nn
+
+from solo_hyper.backbones import FrozenBackbone
+from solo_hyper.config import ConfigError
+from solo_hyper.objectives import ObjectiveArgs
+from solo_hyper.solo import compat
+from solo_hyper.solo.api import detect_api
+from solo_hyper.solo.baselines import baseline_defaults_for, baseline_of, trainable_methods
+from solo_hyper.solo.common import PLUGIN_METHODS, objective_args, plugin_method
+
+if detect_api(BaseMethod) == "v1":
+    from solo_hyper.solo import v1 as shim
+else:
+    from solo_hyper.solo import v2 as shim
+
+API: str = shim.API  # "solo-learn 1.0.2" | "solo-learn main (...)"
+API_VERSION: str = shim.API_VERSION  # "v1" | "v2" (api.detect_api)
+LIGHTNING = shim.LIGHTNING  # pytorch_lightning (1.9) or lightning.pytorch (2.x)
+KNN_PERCENT: bool = shim.KNN_PERCENT  # whether solo logs val_knn_acc1/5 in percent
+SOLO_BACKBONES: tuple[str, ...] = shim.SOLO_BACKBONES  # backbone names solo builds itself
+PluginBase = shim.PluginBase  # solo's BaseMethod + this plugin's backbones and augmentation
+ObjectiveMethod = shim.ObjectiveMethod  # base of this plugin's methods (one class per method)
+SupCon = shim.SupCon  # solo's SupCon (1.0.2: SimCLR with supervised=True)
+AccumulatingKNN = shim.AccumulatingKNN  # solo's online kNN metric, computed by metrics.knn
+
+
+# ---------------------------------------------------------------------------------- registry
+def plugin_class(cls: type) -> type:
+    """A solo method class with PluginBase (and the fixes it needs, ``compat``) mixed in."""
+    return compat.plugin_class(cls, PluginBase, shim.API_VERSION)
+
+
+def register(name: str, cls: type) -> None:
+    """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
+    reloads, and a name already taken by another class is an error."""
+    current = METHODS.get(name)
+    if current is not None and current is not cls:
+        same = (current.__module__, current.__qualname__) == (cls.__module__, cls.__qualname__)
+        if not same:
+            raise ValueError(
+                f"cannot register {cls.__qualname__} as {name!r}: solo.methods.METHODS[{name!r}] "
+                f"is already {current.__module__}.{current.__qualname__}"
+            )
+    METHODS[name] = cls
+
+
+def registered_methods() -> dict[str, type]:
+    """solo's METHODS without its base classes (``base``, ``linear``: not pretraining methods)."""
+    return trainable_methods(METHODS)
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What ``prepare`` completes and checks a method's config with, for this plugin's methods
+    and solo's bundled ones alike."""
+
+    cls: type  # the LightningModule class that builds the method
+    defaults: dict[str, Any]  # method_kwargs and their defaults
+    # method_kwargs -> the checked ObjectiveArgs (plugin methods; prepare calls it once)
+    check_args: Callable[[dict], ObjectiveArgs] | None
+    required_crops: int | None  # None: any number of crops
+    checks: tuple[Callable[[dict], None], ...]  # checks that need the whole config
+
+    def check_config(self, cfg: dict) -> None:
+        for check in self.checks:
+            check(cfg)
+
+
+def method_info(name: str) -> MethodInfo:
+    """Method ``name``'s arguments and checks: this plugin's methods declare theirs (the
+    objective's ``Args`` dataclass), solo's bundled methods have solo's published values
+    (``baselines``)."""
+    if name in PLUGIN_METHODS:
+        spec = plugin_method(name)
+        return MethodInfo(
+            METHODS[name], spec.objective.Args.defaults(), lambda given: objective_args(name, given),
+            spec.objective.required_crops, (spec.check_config,) if spec.check_config else (),
+        )  # fmt: skip
+    cls = plugin_class(METHODS[name])
+    defaults = baseline_defaults_for(cls, shim.API_VERSION)
+    if defaults is None:
+        raise ConfigError(
+            f"{cls.__name__} is neither a solo-hyper method nor in the table of solo-learn's "
+            "bundled methods (solo_hyper/solo/baselines.py): add its method_kwargs there"
+        )
+    return MethodInfo(cls, defaults, None, None, baseline_of(cls).checks)
+
+
+# ---------------------------------------------------------------------------------- trainer
+def trainer_arg_names() -> set[str]:
+    """The Lightning Trainer's argument names (for picking Trainer keys from a config)."""
+    return set(inspect.signature(LIGHTNING.Trainer.__init__).parameters) - {"self"}
+
+
+# One precision table: Lightning 2's names and Lightning 1.9's spellings of the same precision
+PRECISIONS = {"16-mixed": 16, "bf16-mixed": "bf16", "32-true": 32, "64-true": 64}
+
+
+def trainer_precision(precision: Any) -> Any:
+    """A precision in the installed Lightning's terms: Lightning 1.x's spellings for Lightning 2,
+    Lightning 2's names (and "32"/"16" as numbers) for Lightning 1.9."""
+    text = str(precision)
+    if shim.LIGHTNING_2:
+        return {str(old): new for new, old in PRECISIONS.items()}.get(text, precision)
+    return PRECISIONS.get(text, {"32": 32, "16": 16}.get(text, precision))
+
+
+def trainer_strategy(strategy: Any) -> Any:
+    """A strategy in the installed Lightning's terms: DDP without the per-step search for unused
+    parameters (no method here leaves one unused; Lightning 2's default)."""
+    return shim.STRATEGIES.get(strategy, strategy) if isinstance(strategy, str) else strategy
+
+
+# ---------------------------------------------------------------------------------- modules
+def build_method(
+    cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
+    args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
+):  # fmt: skip
+    """The LightningModule for a completed, checked config; ``args``: a plugin method's
+    arguments as ``prepare`` made them (else made from ``method_kwargs``), ``crops``: the
+    completed crop entries (else the config's)."""
+    cls = plugin_class(METHODS[cfg["method"]])
+    return shim.construct(cls, cfg, num_classes, small_images, num_crops, args, crops or cfg["augmentations"])
+
+
+def build_linear_model(
+    encoder: nn.Module | None, num_features: int, num_classes: int, linear_cfg: dict,
+    train_view: nn.Module | None = None, eval_view: nn.Module | None = None,
+) -> Any:  # fmt: skip
+    """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a
+    checked linear-evaluation config (``solo_hyper.evaluation.linear``), fed by ``train_view`` /
+    ``eval_view`` (``common.PluginLinearMixin``)."""
+    backbone = FrozenBackbone(encoder, num_features)
+    views = {"train_view": train_view, "eval_view": eval_view}
+    return shim.linear_model(backbone, int(num_classes), linear_cfg, encoder is None, views)
+
+
+# what each shim defines (tests/solo/test_adapter_contract.py holds both files to it)
+SHIM = ("API", "API_VERSION", "LIGHTNING", "LIGHTNING_2", "KNN_PERCENT", "SOLO_BACKBONES",
+        "STRATEGIES", "PluginBase", "ObjectiveMethod", "SupCon", "AccumulatingKNN", "construct",
+        "linear_model")  # fmt: skip
+
+__all__ = [
+    "API", "API_VERSION", "AccumulatingKNN", "KNN_PERCENT", "LIGHTNING", "MethodInfo", "ObjectiveMethod",
+    "PluginBase", "SOLO_BACKBONES", "SupCon", "build_linear_model", "build_method", "method_info",
+    "plugin_class", "register", "registered_methods", "trainer_arg_names", "trainer_precision",
+    "trainer_strategy",
+]  # fmt: skip
