@@ -87,6 +87,9 @@ def assert_model_follows_config(model: torch.nn.Module, cfg: dict) -> None:
         if space.curved:
             assert float(space.curvature) == pytest.approx(kw["curvature"])
             assert space.learnable == kw["learnable_curvature"]
+    elif "classes" in kw:  # the supervised reference: a linear classifier, its logits Euclidean
+        assert space is not None and space.name == "euclidean"
+        assert len(linears) == 1 and linears[0].out_features == kw["classes"]
     else:
         assert space is None
     model.eval()

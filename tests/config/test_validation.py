@@ -77,7 +77,7 @@ def test_the_method_kwargs_schema_is_the_objectives_dataclass(name):
     fields = {f.name: f.default for f in dataclasses.fields(DECLARED[name].objective.Args)}
     assert adapter.method_info(name).defaults == fields
     prep = prepare(None, base=tiny_config(name))  # the tiny projector, every other default
-    assert prep.cfg["method_kwargs"] == {**fields, "proj_hidden_dim": 16, "proj_output_dim": 8}
+    assert prep.cfg["method_kwargs"] == {**fields, **tiny_config(name)["method_kwargs"]}
     wrong = next(iter(fields)) + "x"
     with pytest.raises(ConfigError, match=f"method_kwargs.{wrong}.*did you mean"):
         prepare(None, base=tiny_config(name, method_kwargs={wrong: 1}))
