@@ -19,8 +19,7 @@ def untrained(width: int = 8):
     import solo_hyper.methods  # noqa: F401  (registers the methods)
     from solo_hyper.solo import adapter
 
-    prep = prepare(HCL, [f"backbone.kwargs.width={width}", "data.val_subset=300",
-                         "data.train_subset=64"])  # fmt: skip
+    prep = prepare(HCL, [f"backbone.kwargs.width={width}", "data.val_subset=300"])
     torch.manual_seed(0)
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
     g = torch.Generator().manual_seed(1)
