@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -136,17 +136,22 @@ def _described(value: Any) -> str:
 
 
 class Net(nn.Module):
-    """An encoder and an objective's head: what the objectives compute with (``net.encoder``,
-    ``net.projector``, and ``net.encode(x)``: the features of a batch the training loop did not
-    encode itself, such as SGLD samples); the solo-learn methods are such a module too (their
-    ``encode`` is solo's forward: channels-last input under solo main)."""
+    """An encoder and an objective's head: all the objectives compute with (``net.encoder``,
+    ``net.projector`` and its space, and ``net.encode(x)``: the features of a batch the training
+    loop did not encode itself, such as SGLD samples; ``encode`` defaults to the encoder). The
+    solo-learn methods hand their objective such a view of their backbone and head each step, with
+    solo's forward as ``encode`` (channels-last input under solo main), never themselves."""
 
-    def __init__(self, encoder: nn.Module, projector: SpaceProjector) -> None:
+    def __init__(
+        self, encoder: nn.Module, projector: SpaceProjector,
+        encode: Callable[[Tensor], Tensor] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.encoder, self.projector = encoder, projector
+        self._encode = encode
 
     def encode(self, x: Tensor) -> Tensor:
-        return self.encoder(x)
+        return self.encoder(x) if self._encode is None else self._encode(x)
 
 
 class Objective:

@@ -20,7 +20,7 @@ from torch import nn
 from solo_hyper.config import ConfigError, training_processes
 from solo_hyper.geometry import Manifold
 from solo_hyper.metrics.knn import knn_accuracy
-from solo_hyper.objectives import CropStats, Objective, ObjectiveArgs
+from solo_hyper.objectives import CropStats, Net, Objective, ObjectiveArgs
 
 Stats = tuple[tuple[float, ...], tuple[float, ...]]
 
@@ -320,6 +320,11 @@ class ObjectiveMethodMixin:
         as solo's forward computes them (solo main: channels-last input)."""
         return super().forward(x)["feats"]
 
+    def objective_net(self) -> Net:
+        """What the objective computes with: the backbone, the head (and its space) and
+        ``encode``, a view made each step (it holds no weights of its own)."""
+        return Net(getattr(self, self.BACKBONE_ATTR), self.projector, self.encode)
+
     def method_callbacks(self) -> list:
         """The callbacks the objective needs (EBCLR: its replay buffer); none for the others."""
         return self.plugin.callbacks(self.args) if self.plugin.callbacks else []
@@ -333,12 +338,13 @@ class ObjectiveMethodMixin:
 
     def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
         inputs = self.plugin.step_inputs(self, batch) if self.plugin.step_inputs else {}
-        batch, extras = self.objective.prepare(self, batch, **inputs)
+        net = self.objective_net()
+        batch, extras = self.objective.prepare(net, batch, **inputs)
         out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
         feats = out["feats"]
         # solo main's base step runs forward (which adds z) on every crop; 1.0.2's encodes only
         z = out["z"] if "z" in out else [self.projector(f) for f in feats]
-        loss, metrics = self.objective.loss(self, batch, feats, z, **extras)
+        loss, metrics = self.objective.loss(net, batch, feats, z, **extras)
         self.log_dict({f"train_{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=True)
         return loss + out["loss"]
 
