@@ -78,13 +78,15 @@ def build_as_solo(name: str, method_kwargs: dict, harness):
 def test_method_passes_solos_own_harness(name, harness, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Lightning's default root
     method_kwargs = DECLARED[name].objective.Args.defaults()
+    if name == "supervised":  # its classifier has the data's classes (solo's dummy data: 100)
+        method_kwargs["classes"] = 100
     model, trainer, (train_dl, val_dl), probe = build_as_solo(name, method_kwargs, harness)
     assert type(model) is METHODS[name] and model.method == name
     assert model.learnable_params is not None
     batch, _ = harness.gen_batch(2, 100, "imagenet100")
     out = model(batch[1][0])
     assert out["logits"].shape == (2, 100) and out["feats"].shape == (2, model.features_dim)
-    assert out["z"].shape == (2, method_kwargs["proj_output_dim"])
+    assert out["z"].shape == (2, method_kwargs.get("proj_output_dim", method_kwargs.get("classes")))
     if MAIN:
         assert model.multicrop_forward(batch[1][0])["z"].shape == out["z"].shape
 

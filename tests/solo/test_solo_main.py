@@ -272,6 +272,8 @@ FAST = {  # tiny settings for the costly methods
 
 
 def _kwargs(method: str) -> dict:
+    if method == "supervised":  # a classifier head: 8 outputs stand for the projector's 8
+        return {"classes": 10}
     return {"proj_hidden_dim": 16, "proj_output_dim": 8, **FAST.get(method, {})}
 
 
@@ -280,15 +282,18 @@ def _kwargs(method: str) -> dict:
 def test_method_follows_solo_mains_contract(method):
     from solo.methods import METHODS
 
-    cfg = _main_cfg(method, method_kwargs=_kwargs(method))
-    del cfg.method_kwargs["temperature"]  # a default comes from ARGS
+    kwargs = _kwargs(method)
+    cfg = _main_cfg(method, method_kwargs=kwargs)
+    dropped = "classes" if method == "supervised" else "temperature"
+    del cfg.method_kwargs[dropped]  # a default comes from ARGS
     model = METHODS[method](cfg)
-    assert model.cfg.method_kwargs.temperature == adapter.method_info(method).defaults["temperature"]
+    assert model.cfg.method_kwargs[dropped] == adapter.method_info(method).defaults[dropped]
     assert [g["name"] for g in model.learnable_params] == ["backbone", "classifier", "heads"]
     out = model(torch.randn(3, 3, 28, 28))
     assert out["logits"].shape == (3, 10) and out["feats"].shape == (3, model.features_dim)
-    assert out["z"].shape == (3, 8)
-    assert model.multicrop_forward(torch.randn(3, 3, 16, 16))["z"].shape == (3, 8)
+    width = kwargs.get("proj_output_dim", 10)  # the supervised head: its 10 classes
+    assert out["z"].shape == (3, width)
+    assert model.multicrop_forward(torch.randn(3, 3, 16, 16))["z"].shape == (3, width)
     assert model.encoder is model.backbone
 
 
