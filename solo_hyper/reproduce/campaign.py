@@ -377,7 +377,7 @@ def reproduce(name: str, scale: str, out: str, **options) -> Path:
     tables (or two row sets of one) into one OUT, and a run both need is trained by one while the
     other waits."""
     tag = _file_tag(options.get("epochs"), options.get("rows"), options.get("columns"),
-                    options.get("overrides", ()))  # fmt: skip
+                    options.get("overrides", ()), options.get("seeds"))  # fmt: skip
     with hold(Path(out) / ".locks" / f"{name}-{scale}{tag}", f"reproduce {name} --scale {scale}"):
         return run_table(name, scale, out, **options)
 
@@ -437,7 +437,7 @@ def run_table(
                 str(shipped_config(column.linear_config)) if column.linear_config else None)
             pixels[column.name] = evaluate_control(first.prep, PIXELS, Path(out), None, linear,
                                                    device, quiet, column.eval_dataset)  # fmt: skip
-    path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides)}.md"
+    path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides, seeds)}.md"
     write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
@@ -448,9 +448,12 @@ def run_table(
     return path
 
 
-def _file_tag(epochs, rows, columns, overrides) -> str:
-    """A narrowed or shrunk campaign writes its own table, never over the full one."""
+def _file_tag(epochs, rows, columns, overrides, seeds=None) -> str:
+    """A narrowed or shrunk campaign writes its own table (and holds its own lock), never over the
+    full one: ``--seeds 0`` must not replace the three-seed table with a one-seed one."""
     tag = f"-e{epochs}" if epochs is not None else ""
+    chosen = tuple(parse_seeds(seeds)) if seeds is not None else DEFAULT_SEEDS
+    tag += ("-seeds-" + "+".join(map(str, chosen)) if chosen != DEFAULT_SEEDS else "")
     tag += ("-rows-" + "+".join(rows) if rows else "")
     tag += ("-columns-" + "+".join(columns) if columns else "")
     if overrides:

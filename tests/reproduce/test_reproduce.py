@@ -182,9 +182,19 @@ def test_a_run_another_terminal_holds_is_waited_for_not_failed(tmp_path, monkeyp
 def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
     from solo_hyper.run.lock import RunLockedError, hold
 
-    with hold(tmp_path / ".locks" / "hcl-normalization-cpu-e1"):
+    with hold(tmp_path / ".locks" / "hcl-normalization-cpu-e1-seeds-0"):
         with pytest.raises(RunLockedError, match="reproduce hcl-normalization --scale cpu"):
             campaign.reproduce("hcl-normalization", "cpu", str(tmp_path), seeds=[0], epochs=1)
+
+
+def test_a_narrowed_seed_set_writes_its_own_table_and_holds_its_own_lock():
+    """`--seeds 0` must neither overwrite the three-seed table nor block `--seeds 1` of the same
+    rows in another terminal (each trains its own runs; the full command then tabulates them)."""
+    tag = campaign._file_tag
+    assert tag(None, None, None, ()) == tag(None, None, None, (), [0, 1, 2]) == ""
+    assert tag(None, ["simclr"], None, (), ["2"]) == "-seeds-2-rows-simclr"
+    assert tag(10, None, None, (), [0, 1]) == "-e10-seeds-0+1"
+    assert len({tag(None, None, None, (), s) for s in ([0], [1], [0, 1, 2])}) == 3
 
 
 def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
