@@ -374,7 +374,7 @@ def _images_text(cells: list[Cell]) -> str:
 def reproduce(name: str, scale: str, out: str, **options) -> Path:
     """Trains, evaluates and tabulates one table (``run_table``'s options); returns the markdown
     table's path. One writer per table file (``OUT/.locks/<its name>``): two terminals may run two
-    tables (or two row sets of one) into one OUT, and a run both need is trained by one while the
+    tables (or two row or seed sets of one) into one OUT, and a run both need is trained by one while the
     other waits."""
     tag = _file_tag(options.get("epochs"), options.get("rows"), options.get("columns"),
                     options.get("overrides", ()), options.get("seeds"))  # fmt: skip
