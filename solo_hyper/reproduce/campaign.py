@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -448,6 +449,12 @@ def run_table(
     return path
 
 
+def _file_safe(name: str) -> str:
+    """A column's name as a file name part: ``MNIST short`` -> ``MNIST_short``, ``MNIST->FMNIST``
+    -> ``MNIST-to-FMNIST`` (no spaces or shell metacharacters in the table's path)."""
+    return re.sub(r"[^A-Za-z0-9+._-]", "_", name.replace("->", "-to-"))
+
+
 def _file_tag(epochs, rows, columns, overrides, seeds=None) -> str:
     """A narrowed or shrunk campaign writes its own table (and holds its own lock), never over the
     full one: ``--seeds 0`` must not replace the three-seed table with a one-seed one."""
@@ -455,7 +462,7 @@ def _file_tag(epochs, rows, columns, overrides, seeds=None) -> str:
     chosen = tuple(parse_seeds(seeds)) if seeds is not None else DEFAULT_SEEDS
     tag += ("-seeds-" + "+".join(map(str, chosen)) if chosen != DEFAULT_SEEDS else "")
     tag += ("-rows-" + "+".join(rows) if rows else "")
-    tag += ("-columns-" + "+".join(columns) if columns else "")
+    tag += ("-columns-" + "+".join(map(_file_safe, columns)) if columns else "")
     if overrides:
         tag += "-set" + hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:6]
     return tag
@@ -572,14 +579,26 @@ def markdown(
     return "\n".join(parts)
 
 
+def _backbone_text(cell: Cell) -> str:
+    """The row's backbone as its config has it, e.g. ``small_cnn (batch_norm=False, width=32)``."""
+    backbone = (cell.prep.cfg.get("backbone") or {}) if cell.prep is not None else {}
+    kwargs = ", ".join(f"{k}={v}" for k, v in sorted((backbone.get("kwargs") or {}).items()))
+    return str(backbone.get("name", "?")) + (f" ({kwargs})" if kwargs else "")
+
+
 def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
     """The controls' lines of a column's table: the untrained backbones (mean ± std over the
-    distinct networks) and the raw pixels."""
-    distinct = list({c.untrained["run_dir"]: c.untrained for c in group if c.untrained}.values())
+    distinct networks), one line per backbone where the rows differ in it (EBCLR's BatchNorm-free
+    network beside its baselines'), and the raw pixels."""
+    by_backbone: dict[str, dict[str, dict]] = {}
+    for c in group:
+        if c.untrained:
+            by_backbone.setdefault(_backbone_text(c), {})[c.untrained["run_dir"]] = c.untrained
     lines = []
-    if distinct:
-        lines.append(f"| control: {TITLES[UNTRAINED]} | " + " | ".join(
-            _stat([float(u[k]) for u in distinct if isinstance(u.get(k), (int, float))])
+    for text, distinct in by_backbone.items():
+        title = TITLES[UNTRAINED] + (f", {text}" if len(by_backbone) > 1 else "")
+        lines.append(f"| control: {title} | " + " | ".join(
+            _stat([float(u[k]) for u in distinct.values() if isinstance(u.get(k), (int, float))])
             for k, _, _ in metrics) + " |")  # fmt: skip
     if pixels is not None:
         lines.append(f"| control: {TITLES[PIXELS]} | " + " | ".join(

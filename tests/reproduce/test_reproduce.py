@@ -195,6 +195,33 @@ def test_a_narrowed_seed_set_writes_its_own_table_and_holds_its_own_lock():
     assert tag(None, ["simclr"], None, (), ["2"]) == "-seeds-2-rows-simclr"
     assert tag(10, None, None, (), [0, 1]) == "-e10-seeds-0+1"
     assert len({tag(None, None, None, (), s) for s in ([0], [1], [0, 1, 2])}) == 3
+    # a column's name becomes a plain file-name part (no spaces, no shell redirection)
+    assert tag(None, None, ["MNIST short", "MNIST->FMNIST"], ()) == "-columns-MNIST_short+MNIST-to-FMNIST"
+
+
+def test_rows_on_different_backbones_get_one_control_line_each():
+    """EBCLR's BatchNorm-free network and its baselines' network are different untrained
+    controls: the table shows each (mean over its own seeds), not one mean over both."""
+    from types import SimpleNamespace
+
+    column = TABLES["ebclr-table3"].scales["cpu"][0]
+    cells = []
+    for row, kwargs, base in ((column.rows[0], {"width": 32}, 90.0),
+                              (column.rows[1], {"width": 32, "batch_norm": False}, 80.0)):  # fmt: skip
+        for seed in (0, 1):
+            prep = SimpleNamespace(cfg={"backbone": {"name": "small_cnn", "kwargs": kwargs}})
+            cell = campaign.Cell(column, row, seed, prep=prep)
+            cell.untrained = {"run_dir": f"{row.key}-{seed}", "linear_acc1": base + seed, "knn_top1": base}
+            cells.append(cell)
+    metrics = [("linear_acc1", "linear top-1", None), ("knn_top1", "kNN top-1", None)]
+    lines = campaign._control_rows(cells, metrics, {"linear_acc1": 70.0, "knn_top1": 71.0})
+    assert lines == [
+        "| control: untrained backbone, small_cnn (width=32) | 90.50 ± 0.71 | 90.00 ± 0.00 |",
+        "| control: untrained backbone, small_cnn (batch_norm=False, width=32) | 80.50 ± 0.71 | 80.00 ± 0.00 |",
+        "| control: raw pixels | 70.00 | 71.00 |",
+    ]
+    # one backbone: one plain line, as every single-backbone table has it
+    assert campaign._control_rows(cells[:2], metrics, None)[0].startswith("| control: untrained backbone | ")
 
 
 def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
@@ -492,7 +519,10 @@ def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_
         assert all(" - |" not in line.split("(paper")[0] for line in lines), lines
         assert "| EBCLR - BYOL | linear top-1 | 1 |" in section
         # the controls are evaluated on the target, as the runs are
-        assert "| control: untrained backbone |" in section and "| control: raw pixels |" in section
+        # EBCLR's BatchNorm-free network and the baselines' network: a control line each
+        assert "| control: untrained backbone, small_cnn (batch_norm=False) |" in section
+        assert "| control: untrained backbone, small_cnn |" in section
+        assert "| control: raw pixels |" in section
     for source, target in (("mnist", "fashionmnist"), ("fashionmnist", "mnist")):
         controls = list((tmp_path / "controls").glob(f"*-{source}-*"))
         assert {c.name.split("-")[0] for c in controls} == {"untrained", "pixels"}
