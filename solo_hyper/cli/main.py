@@ -155,7 +155,8 @@ def _reproduce(args: argparse.Namespace) -> None:
         raise ConfigError("reproduce needs a table name (python -m solo_hyper reproduce --list "
                           "names them)")  # fmt: skip
     extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides, rows=args.rows,
-                 columns=args.columns, data_root=args.data_root)  # fmt: skip
+                 columns=args.columns, data_root=args.data_root,
+                 robust_overrides=args.robust_overrides)  # fmt: skip
     if args.dry_run:
         cells = campaign.plan(args.table, args.scale, out=args.out, **extra)
         print(campaign.dry_run_text(args.table, args.scale, cells, args.out))
@@ -364,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the ImageFolder datasets of the GPU tables (default datasets/)")  # fmt: skip
     p.add_argument("--linear-config", default=None,
                    help="the linear evaluation of every run (default: each column's protocol)")  # fmt: skip
+    p.add_argument("--robust-set", dest="robust_overrides", nargs="*", default=[],
+                   help="overrides of the robust evaluation of every run and control (HCL Table "
+                   "3), e.g. evaluation.attacks.aa_8=null")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="the runs and the estimated time only")
     p.add_argument("--no-controls", action="store_true",
                    help="no controls (each run's untrained backbone, the raw pixels)")  # fmt: skip

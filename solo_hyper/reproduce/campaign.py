@@ -47,6 +47,13 @@ from solo_hyper.evaluation.stats import (
     sample_std,
 )
 from solo_hyper.reproduce import pairs, paper
+from solo_hyper.reproduce.robust_runs import (
+    evaluated_rows,
+    robust_config,
+    robust_control,
+    robust_metrics,
+    stored_rows,
+)
 from solo_hyper.reproduce.tables import (
     CPU_EVAL_S,
     CPU_FINETUNE_S,
@@ -142,6 +149,7 @@ class Cell:
     estimate_s: float | None = None
     result: dict = field(default_factory=dict)
     untrained: dict = field(default_factory=dict)  # its untrained backbone's numbers (controls)
+    robust_overrides: tuple[str, ...] = ()  # --robust-set: the robust config's overrides
 
 
 def _run_name(column: Column, row: Row, seed: int) -> str:
@@ -188,8 +196,10 @@ def estimate(cell: Cell, scale: str) -> float | None:
 def plan(
     name: str, scale: str, seeds=None, epochs: int | None = None, overrides=(), out: str = "",
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
+    robust_overrides=(),
 ) -> list[Cell]:  # fmt: skip
-    """Every cell of the table, validated (configs, seeds, rows, columns, data) before any work."""
+    """Every cell of the table, validated (configs, seeds, rows, columns, data, the robust
+    config's overrides) before any work."""
     spec = table(name)
     if scale not in SCALES:
         raise ConfigError(f"--scale must be one of {', '.join(SCALES)}, got {scale!r}")
@@ -212,6 +222,7 @@ def plan(
             if r not in keys:
                 raise ConfigError(f"--rows: {name} has no row {r!r}{closest(r, keys)}; its rows "
                                   f"are {', '.join(keys)}")  # fmt: skip
+    _check_robust_overrides(name, chosen, tuple(robust_overrides))
     runs_dir = Path(out) / "runs"
     cells = []
     for column in chosen:
@@ -233,7 +244,7 @@ def plan(
                 prep = prepare(str(config), extra)
             except ConfigError as err:
                 raise ConfigError(f"{name}, row {row.key}: {err}") from None
-            cells.append(Cell(column, row, seed, prep))
+            cells.append(Cell(column, row, seed, prep, robust_overrides=tuple(robust_overrides)))
     _check_pairs(spec, scale, cells)
     for cell in cells:
         check_environment(cell.prep.cfg)
@@ -241,6 +252,23 @@ def plan(
         cell.status, cell.run_dir = planned.status, planned.run_dir
         cell.estimate_s = estimate(cell, scale)
     return cells
+
+
+def _check_robust_overrides(name: str, columns, overrides: tuple[str, ...]) -> None:
+    """--robust-set: only for a table with a robust evaluation, every key checked against each
+    column's robust config (a ConfigError names the bad one) before any run."""
+    if not overrides:
+        return
+    configs = list(dict.fromkeys(c.robust_config for c in columns if c.robust_config))
+    if not configs:
+        robust = ", ".join(t.name for t in TABLES.values() if t.robust)
+        raise ConfigError(f"--robust-set: {name} has no robust evaluation (the tables with one: "
+                          f"{robust}); give the overrides of its runs with --set")  # fmt: skip
+    for config in configs:
+        try:
+            robust_config(config, overrides)
+        except ConfigError as err:
+            raise ConfigError(f"--robust-set: {err}") from None
 
 
 def _check_pairs(spec: Table, scale: str, cells: list[Cell]) -> None:
@@ -260,20 +288,8 @@ def _check_pairs(spec: Table, scale: str, cells: list[Cell]) -> None:
 def _needs_robust(cell: Cell) -> bool:
     if not cell.column.robust_config:
         return False
-    return _robust_rows(cell, cell.run_dir) is None
-
-
-def _robust_rows(cell: Cell, run_dir: Path) -> list[dict] | None:
-    """The stored robust evaluation of a run when it was made with this column's config."""
-    from solo_hyper.evaluation.robust import load_robust_config
-
-    stem = "finetune_adv" if cell.row.finetune else "robust_eval"
-    path = run_dir / "robust" / f"{stem}.json"
-    if not path.is_file():
-        return None
-    stored = json.loads(path.read_text())
-    wanted = json.loads(json.dumps(load_robust_config(str(shipped_config(cell.column.robust_config)))["raw"]))
-    return stored["rows"] if stored.get("config") == wanted else None
+    return stored_rows(cell.run_dir, cell.column.robust_config, cell.robust_overrides,
+                       cell.row.finetune) is None  # fmt: skip
 
 
 def _duration(seconds: float | None) -> str:
@@ -317,14 +333,8 @@ class Tracker:
 
 
 def _robust(cell: Cell, run_dir: Path, quiet: bool, twin: Path | None = None) -> list[dict]:
-    from solo_hyper.evaluation import robust
-
-    rows = _robust_rows(cell, run_dir)
-    if rows is None:
-        run = robust.finetune_adv if cell.row.finetune else robust.robust_eval
-        rows = run(str(run_dir), str(shipped_config(cell.column.robust_config)), [], log=lambda _: None,
-                   progress=not quiet, twin=None if twin is None else str(twin))  # fmt: skip
-    return rows
+    return evaluated_rows(run_dir, cell.column.robust_config, cell.robust_overrides,
+                          cell.row.finetune, quiet, twin)  # fmt: skip
 
 
 def _twin_run(cell: Cell, cells: list[Cell]) -> Path | None:
@@ -347,19 +357,6 @@ def _robust_column(key: str) -> bool:
     return robust_key(key) or key in ("LE masking", "r-LE masking", "AT masking")
 
 
-def _robust_metrics(rows: list[dict]) -> dict:
-    out = {}
-    for r in rows:
-        for key, value in r.items():
-            if key == "A_nat" or is_attack(key):
-                out[f"{r['protocol']} {key}"] = value
-        if "masking" in r:
-            out[f"{r['protocol']} masking"] = r["masking"]
-        if "images" in r:  # how many test images each accuracy is over (the legend says)
-            out["robust_images"] = r["images"]
-    return out
-
-
 def _images_text(cells: list[Cell]) -> str:
     """'A_nat and PGD on 2000 test images, AA on the first 1000' from the runs' counts."""
     found = [c.result["robust_images"] for c in cells if c.result and c.result.get("robust_images")]
@@ -378,7 +375,8 @@ def reproduce(name: str, scale: str, out: str, **options) -> Path:
     tables (or two row or seed sets of one) into one OUT, and a run both need is trained by one while the
     other waits."""
     tag = _file_tag(options.get("epochs"), options.get("rows"), options.get("columns"),
-                    options.get("overrides", ()), options.get("seeds"))  # fmt: skip
+                    options.get("overrides", ()), options.get("seeds"),
+                    options.get("robust_overrides", ()))  # fmt: skip
     with hold(Path(out) / ".locks" / f"{name}-{scale}{tag}", f"reproduce {name} --scale {scale}"):
         return run_table(name, scale, out, **options)
 
@@ -400,11 +398,14 @@ def run_table(
     name: str, scale: str, out: str, seeds=None, epochs: int | None = None, overrides=(),
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
     linear_config: str | None = None, device: str = "auto", quiet: bool = True,
-    log: Callable[[str], None] = print, controls: bool = True,
+    log: Callable[[str], None] = print, controls: bool = True, robust_overrides=(),
 ) -> Path:  # fmt: skip
     """``reproduce`` without the table's lock. ``controls``: each run's untrained backbone and
-    the raw pixels of each column, evaluated as the runs (linear tables; not robust-eval)."""
-    cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root)
+    the raw pixels of each column, evaluated as the runs (robust tables: by the run's robust
+    protocol, ``robust_runs.robust_control``). ``robust_overrides``: --robust-set."""
+    cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root,
+                 robust_overrides)  # fmt: skip
+    robust = TABLES[name].robust
     for column in dict.fromkeys(c.column for c in cells):
         check_linear([c.prep for c in cells if c.column is column], None, linear_config,
                      column.eval_dataset)  # fmt: skip
@@ -424,21 +425,29 @@ def run_table(
                             eval_dataset=cell.column.eval_dataset)[0]  # fmt: skip
         if cell.column.robust_config:
             twin = _twin_run(cell, cells) if cell.row.twin else None
-            row.update(_robust_metrics(_robust(cell, Path(row["run_dir"]), quiet, twin)))
+            row.update(robust_metrics(_robust(cell, Path(row["run_dir"]), quiet, twin)))
         cell.result = row
-        if controls and not TABLES[name].robust:  # transfer: on the target, as the run
+        if controls and robust:
+            cell.untrained = robust_control(cell.prep, UNTRAINED, Path(out), cell.column.robust_config,
+                                            cell.robust_overrides, [cell.row.finetune], quiet)  # fmt: skip
+        elif controls:  # transfer: on the target, as the run
             cell.untrained = evaluate_control(cell.prep, UNTRAINED, Path(out), None, linear,
                                               device, quiet, cell.column.eval_dataset)  # fmt: skip
         tracker.finished(cell, time.perf_counter() - start)
     pixels = {}
-    if controls and not TABLES[name].robust:
-        for column in dict.fromkeys(c.column for c in cells):
-            first = next(c for c in cells if c.column is column)
-            linear = linear_config or (
-                str(shipped_config(column.linear_config)) if column.linear_config else None)
-            pixels[column.name] = evaluate_control(first.prep, PIXELS, Path(out), None, linear,
-                                                   device, quiet, column.eval_dataset)  # fmt: skip
-    path = Path(out) / f"{name}-{scale}{_file_tag(epochs, rows, columns, overrides, seeds)}.md"
+    for column in dict.fromkeys(c.column for c in cells) if controls else ():
+        group = [c for c in cells if c.column is column]
+        if robust:  # the raw pixels through every protocol the column's rows use
+            pixels[column.name] = robust_control(
+                group[0].prep, PIXELS, Path(out), column.robust_config, group[0].robust_overrides,
+                sorted({c.row.finetune for c in group}), quiet)  # fmt: skip
+            continue
+        linear = linear_config or (
+            str(shipped_config(column.linear_config)) if column.linear_config else None)
+        pixels[column.name] = evaluate_control(group[0].prep, PIXELS, Path(out), None, linear,
+                                               device, quiet, column.eval_dataset)  # fmt: skip
+    tag = _file_tag(epochs, rows, columns, overrides, seeds, robust_overrides)
+    path = Path(out) / f"{name}-{scale}{tag}.md"
     write_text_atomic(path, markdown(TABLES[name], scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
@@ -455,7 +464,7 @@ def _file_safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9+._-]", "_", name.replace("->", "-to-"))
 
 
-def _file_tag(epochs, rows, columns, overrides, seeds=None) -> str:
+def _file_tag(epochs, rows, columns, overrides, seeds=None, robust_overrides=()) -> str:
     """A narrowed or shrunk campaign writes its own table (and holds its own lock), never over the
     full one: ``--seeds 0`` must not replace the three-seed table with a one-seed one."""
     tag = f"-e{epochs}" if epochs is not None else ""
@@ -465,6 +474,8 @@ def _file_tag(epochs, rows, columns, overrides, seeds=None) -> str:
     tag += ("-columns-" + "+".join(map(_file_safe, columns)) if columns else "")
     if overrides:
         tag += "-set" + hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:6]
+    if robust_overrides:
+        tag += "-robust" + hashlib.sha256(" ".join(robust_overrides).encode()).hexdigest()[:6]
     return tag
 
 
@@ -550,7 +561,7 @@ def markdown(
             parts.append(f"| {title} | not trained here{beside} |" + " |" * (len(metrics) - 1))
         parts += _control_rows(group, metrics, (pixels or {}).get(column.name))
         parts += ["", *_pairs_text(group, metrics, values), *_best_text(spec, group, metrics, values)]
-        parts += _gain_text(group)
+        parts += _gain_text(group, metrics if spec.robust else None)
         note = ((pixels or {}).get(column.name) or {}).get("note")
         parts += [note, ""] if note else []
     parts += _across_text(spec, cells, values)
@@ -572,11 +583,21 @@ def markdown(
                   "PGD-20 white-box l_inf accuracy at each eps, AA AutoAttack's (Croce & Hein, "
                   "standard version: the point-wise worst case over APGD-CE, APGD-T, FAB-T and "
                   "Square) (robust-eval's protocol, "
-                  f"{cells[0].column.robust_config})." + _images_text(cells), ""]
+                  f"{_robust_protocol_text(cells[0])})." + _images_text(cells), ""]
+        if any(c.untrained for c in cells):
+            parts += ["Controls of a robust table: each row's network at initialisation and the "
+                      "raw pixels, put through the row's own robust protocol (LE and r-LE heads "
+                      "by robust-eval; for AT, the same adversarial fine-tuning from "
+                      "initialisation), `reproduce/robust_runs.py`.", ""]  # fmt: skip
     parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
               + machine_note(), ""]  # fmt: skip
     return "\n".join(parts)
+
+
+def _robust_protocol_text(cell: Cell) -> str:
+    overrides = " ".join(cell.robust_overrides)
+    return cell.column.robust_config + (f" with --robust-set {overrides}" if overrides else "")
 
 
 def _backbone_text(cell: Cell) -> str:
@@ -588,15 +609,19 @@ def _backbone_text(cell: Cell) -> str:
 
 def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
     """The controls' lines of a column's table: the untrained backbones (mean ± std over the
-    distinct networks), one line per backbone where the rows differ in it (EBCLR's BatchNorm-free
-    network beside its baselines'), and the raw pixels."""
-    by_backbone: dict[str, dict[str, dict]] = {}
+    distinct networks), one line per backbone and input where the rows differ in them (EBCLR's
+    BatchNorm-free network beside its baselines', RoCL's un-normalised pixels beside SimCLR's),
+    and the raw pixels."""
+    by_network: dict[str, dict[str, dict]] = {}
+    texts = {c.row: (_backbone_text(c), _input_text(c)) for c in group}
+    vary = [len({t[i] for t in texts.values()}) > 1 for i in (0, 1)]
     for c in group:
-        if c.untrained:
-            by_backbone.setdefault(_backbone_text(c), {})[c.untrained["run_dir"]] = c.untrained
+        if c.untrained:  # a fine-tuned row's control is its base row's network, other protocol
+            text = ", ".join(t for t, v in zip(texts[c.row], vary, strict=True) if v)
+            by_network.setdefault(text, {}).setdefault(c.untrained["run_dir"], {}).update(c.untrained)
     lines = []
-    for text, distinct in by_backbone.items():
-        title = TITLES[UNTRAINED] + (f", {text}" if len(by_backbone) > 1 else "")
+    for text, distinct in by_network.items():
+        title = TITLES[UNTRAINED] + (f", {text}" if text else "")
         lines.append(f"| control: {title} | " + " | ".join(
             _stat([float(u[k]) for u in distinct.values() if isinstance(u.get(k), (int, float))])
             for k, _, _ in metrics) + " |")  # fmt: skip
@@ -607,11 +632,21 @@ def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
     return lines
 
 
-def _gain_text(group: list[Cell]) -> list[str]:
-    """Each row's gain over its own untrained backbone, paired over seeds."""
+def _input_text(cell: Cell) -> str:
+    """'un-normalised input' where the run's data.mean/std leave the pixels as they are."""
+    data = (cell.prep.cfg.get("data") or {}) if cell.prep is not None else {}
+    plain = (all(float(m) == 0.0 for m in data.get("mean") or (1,))
+             and all(float(s) == 1.0 for s in data.get("std") or (0,)))  # fmt: skip
+    return "un-normalised input" if plain else "normalised input"
+
+
+def _gain_text(group: list[Cell], metrics=None) -> list[str]:
+    """Each row's gain over its own untrained backbone, paired over seeds (``metrics``: the
+    table's (key, title, paper) columns; default: the linear probe and kNN)."""
     with_control = [c for c in group if c.untrained]
+    chosen = None if metrics is None else [(key, title) for key, title, _ in metrics]
     found = gains([{"config": c.row.title, **c.result} for c in with_control],
-                  [c.untrained for c in with_control])  # fmt: skip
+                  [c.untrained for c in with_control], metrics=chosen)  # fmt: skip
     if not found:
         return []
     lines = ["Gain over the untrained backbone (each run minus its own network at initialisation, "

@@ -1,0 +1,90 @@
+"""The robust evaluation of a reproduce cell's network, and of its controls, cached.
+
+A robust row (HCL Table 3) is evaluated by ``robust-eval`` (LE and r-LE heads) or, for a
+fine-tuned row (RHCL+AT), by ``finetune-adv``, with the column's robust config and the campaign's
+``--robust-set`` overrides. What a run directory stores is reused only when it was made with
+exactly that config. Controls go through the very same functions: the network at initialisation
+(seeded as the run) and the raw pixels, each written as a run-like checkpoint by
+``evaluation.controls.write_control`` and evaluated like a run, so a robust row's gain over its
+untrained backbone is the pretraining's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from solo_hyper.config.shipped import shipped_config
+from solo_hyper.evaluation.controls import write_control
+from solo_hyper.evaluation.robust import is_attack, load_robust_config
+from solo_hyper.run.train import Prepared
+
+
+def robust_config(config: str, overrides: Sequence[str] = ()) -> dict:
+    """The column's robust config under the overrides, fully checked (a ConfigError names a bad
+    key before any work)."""
+    return load_robust_config(str(shipped_config(config)), list(overrides))
+
+
+def _stem(finetune: bool) -> str:
+    return "finetune_adv" if finetune else "robust_eval"
+
+
+def stored_rows(
+    run_dir: Path, config: str, overrides: Sequence[str], finetune: bool
+) -> list[dict] | None:
+    """The run directory's stored robust evaluation when it was made with this config and these
+    overrides, else None."""
+    path = Path(run_dir) / "robust" / f"{_stem(finetune)}.json"
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    wanted = json.loads(json.dumps(robust_config(config, overrides)["raw"]))
+    return stored["rows"] if stored.get("config") == wanted else None
+
+
+def evaluated_rows(
+    run_dir: Path, config: str, overrides: Sequence[str], finetune: bool, quiet: bool = True,
+    twin: Path | None = None,
+) -> list[dict]:  # fmt: skip
+    """The stored evaluation, or robust-eval's (finetune-adv's) rows, made now and stored."""
+    from solo_hyper.evaluation import robust
+
+    rows = stored_rows(run_dir, config, overrides, finetune)
+    if rows is None:
+        run = robust.finetune_adv if finetune else robust.robust_eval
+        rows = run(str(run_dir), str(shipped_config(config)), list(overrides), log=lambda _: None,
+                   progress=not quiet, twin=None if twin is None else str(twin))  # fmt: skip
+    return rows
+
+
+def robust_metrics(rows: list[dict]) -> dict:
+    """robust-eval's rows as one result: 'LE A_nat', 'r-LE PGD-20 8/255', 'AT masking', ..."""
+    out = {}
+    for r in rows:
+        for key, value in r.items():
+            if key == "A_nat" or is_attack(key):
+                out[f"{r['protocol']} {key}"] = value
+        if "masking" in r:
+            out[f"{r['protocol']} masking"] = r["masking"]
+        if "images" in r:  # how many test images each accuracy is over (the legend says)
+            out["robust_images"] = r["images"]
+    return out
+
+
+def robust_control(
+    prep: Prepared, kind: str, root: Path, config: str, overrides: Sequence[str],
+    finetunes: Iterable[bool], quiet: bool = True,
+) -> dict:  # fmt: skip
+    """A control (``UNTRAINED`` or ``PIXELS``) of the run ``prep`` through the robust
+    protocols ``finetunes`` names (False: robust-eval, True: finetune-adv), as a run is. The
+    raw pixels are read in all three channels: an attack perturbs each on its own."""
+    run_dir = write_control(prep, kind, Path(root), every_channel=True)
+    found: dict = {}
+    for finetune in dict.fromkeys(finetunes):
+        found.update(robust_metrics(evaluated_rows(run_dir, config, overrides, finetune, quiet)))
+    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]), **found}
+
+
+__all__ = ["evaluated_rows", "robust_config", "robust_control", "robust_metrics", "stored_rows"]

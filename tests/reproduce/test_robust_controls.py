@@ -1,0 +1,128 @@
+"""HCL Table 3's controls: each row's untrained network and the raw pixels through the row's own
+robust protocol, and --robust-set (the robust config's overrides, e.g. PGD only on the CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from solo_hyper.config import ConfigError
+from solo_hyper.evaluation import controls, robust
+from solo_hyper.reproduce import campaign, robust_runs
+from solo_hyper.reproduce.tables import TABLES
+from solo_hyper.run.train import initial_model, prepare
+
+CONFIG = "configs/robust/fashionmnist.yaml"
+TINY_RUN = ["data.train_subset=64", "optimizer.batch_size=32", "backbone.kwargs.width=8",
+            "method_kwargs.proj_hidden_dim=32", "method_kwargs.proj_output_dim=16",
+            "max_epochs=1", "knn_eval.enabled=false", "data.val_subset=32"]  # fmt: skip
+# PGD only, seconds: no AutoAttack, no diagnostics (as a CPU campaign may ask with --robust-set)
+TINY_ROBUST = ["data.batch_size=64", "data.train_subset=128", "data.val_subset=64",
+               "linear.epochs=1", "finetune.epochs=1", "linear.attack.steps=2",
+               "finetune.attack.steps=2", "evaluation.attacks.pgd20_8.steps=2",
+               "evaluation.attacks.pgd20_16=null", "evaluation.attacks.pgd20_01=null",
+               "evaluation.attacks.aa_8=null", "evaluation.attacks.aa_16=null",
+               "evaluation.attacks.aa_01=null", "evaluation.diagnostics.enabled=false"]  # fmt: skip
+
+
+def tiny(tmp_path: Path, config: str = "configs/pretrain/fashionmnist/simclr.yaml"):
+    return prepare(config, [*TINY_RUN, "seed=0", "name=run", f"checkpoint.dir={tmp_path}"])
+
+
+def test_a_robust_control_is_evaluated_exactly_as_a_run(tmp_path, monkeypatch):
+    """One fabricated network saved as a run and written as its untrained control: the same
+    robust-eval rows through both paths; the control's evaluation is stored and reused only
+    under the same overrides."""
+    prep = tiny(tmp_path)
+    model = initial_model(prep)[0]
+    g = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    monkeypatch.setattr(controls, "initial_model", lambda p: (model, None, None))
+    run_dir = tmp_path / "fabricated-run"
+    run_dir.mkdir()
+    torch.save({"state_dict": model.state_dict(), "solo_hyper_config": prep.cfg}, run_dir / "last.ckpt")
+
+    as_run = robust_runs.robust_metrics(robust_runs.evaluated_rows(run_dir, CONFIG, TINY_ROBUST, False))
+    as_control = robust_runs.robust_control(prep, controls.UNTRAINED, tmp_path, CONFIG, TINY_ROBUST, [False])
+    assert Path(as_control["run_dir"]).name.startswith("untrained-fashionmnist-small_cnn-s0-")
+    keys = ["LE A_nat", "LE PGD-2 8/255", "r-LE A_nat", "r-LE PGD-2 8/255"]
+    assert [as_control[k] for k in keys] == [as_run[k] for k in keys]
+
+    monkeypatch.setattr(robust, "robust_eval", lambda *a, **k: pytest.fail("re-evaluated"))
+    again = robust_runs.robust_control(prep, controls.UNTRAINED, tmp_path, CONFIG, TINY_ROBUST, [False])
+    assert again == as_control  # stored, reused
+    other = [*TINY_ROBUST[:-1], "evaluation.diagnostics.enabled=true"]
+    assert robust_runs.stored_rows(Path(as_control["run_dir"]), CONFIG, other, False) is None
+
+
+def test_the_raw_pixels_go_through_every_protocol_of_the_column(tmp_path):
+    """The pixel control of HCL Table 3: a linear head on the pixels (LE, r-LE) and the same
+    adversarial fine-tuning as RHCL+AT, attacked like any model."""
+    found = robust_runs.robust_control(tiny(tmp_path), controls.PIXELS, tmp_path, CONFIG,
+                                       TINY_ROBUST, [False, True])  # fmt: skip
+    assert Path(found["run_dir"]).name.startswith("pixels-fashionmnist-")
+    for protocol in ("LE", "r-LE", "AT"):
+        clean, attacked = found[f"{protocol} A_nat"], found[f"{protocol} PGD-2 8/255"]
+        assert 0.0 <= attacked <= clean <= 100.0
+        assert clean > 20.0, protocol  # pixels carry the classes: far above chance (10%)
+
+
+def _cell(column, row, seed: int, result: dict, untrained: dict, normalised: bool):
+    data = {"mean": [0.29] * 3, "std": [0.35] * 3} if normalised else {"mean": [0.0] * 3, "std": [1.0] * 3}
+    prep = SimpleNamespace(cfg={"backbone": {"name": "small_cnn"}, "data": data,
+                                "optimizer": {"batch_size": 256}})  # fmt: skip
+    cell = campaign.Cell(column, row, seed, prep=prep)
+    cell.result, cell.untrained = result, untrained
+    return cell
+
+
+def test_a_robust_table_shows_its_controls_and_each_rows_gain_over_its_own():
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    rows = {r.key: r for r in column.rows}
+    cells = []
+    for seed in (0, 1, 2):
+        clean_net = {"run_dir": f"untrained-a-{seed}", "LE A_nat": 60.0 + seed, "LE PGD-20 8/255": 30.0}
+        rocl_net = {"run_dir": f"untrained-b-{seed}", "LE A_nat": 50.0 + seed, "LE PGD-20 8/255": 20.0}
+        at_net = {"run_dir": f"untrained-b-{seed}", "AT A_nat": 55.0, "AT PGD-20 8/255": 40.0 - seed}
+        cells += [
+            _cell(column, rows["simclr"], seed, {"run_dir": f"s{seed}", "LE A_nat": 65.0 + 2 * seed,
+                  "LE PGD-20 8/255": 31.0}, clean_net, True),
+            _cell(column, rows["rocl"], seed, {"run_dir": f"r{seed}", "LE A_nat": 60.0 + seed,
+                  "LE PGD-20 8/255": 40.0 + seed}, rocl_net, False),
+            _cell(column, rows["rhcl-at"], seed, {"run_dir": f"a{seed}", "AT A_nat": 62.0,
+                  "AT PGD-20 8/255": 50.0}, at_net, False),
+        ]  # fmt: skip
+    pixels = {"LE A_nat": 80.0, "LE PGD-20 8/255": 10.0, "AT A_nat": 78.0, "AT PGD-20 8/255": 60.0}
+    metrics = campaign._metrics(spec, cells)
+    lines = campaign._control_rows(cells, metrics, pixels)
+    titles = [line.split(" | ")[0] for line in lines]
+    assert titles == ["| control: untrained backbone, normalised input",
+                      "| control: untrained backbone, un-normalised input", "| control: raw pixels"]
+    # RoCL's and RHCL+AT's controls are one network, two protocols: merged, not overwritten
+    assert lines[1] == "| control: untrained backbone, un-normalised input | 51.00 ± 1.00 | 20.00 ± 0.00 | 55.00 ± 0.00 | 39.00 ± 1.00 |"
+    assert lines[2] == "| control: raw pixels | 80.00 | 10.00 | 78.00 | 60.00 |"
+    text = "\n".join(campaign._gain_text(cells, metrics))
+    assert "| SimCLR | LE A_nat | 3 | +6.00 |" in text
+    assert "| RoCL | LE PGD-20 8/255 | 3 | +21.00 |" in text
+    assert "| RHCL+AT | AT PGD-20 8/255 | 3 | +11.00 |" in text
+    assert "| SimCLR | AT" not in text  # a row gains only on its own protocol's columns
+
+
+def test_robust_overrides_are_checked_before_any_run_and_name_their_own_table(tmp_path):
+    with pytest.raises(ConfigError, match="unknown robust-eval config key 'evaluation.atacks'"):
+        campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path),
+                      robust_overrides=["evaluation.atacks.aa_8=null"])  # fmt: skip
+    with pytest.raises(ConfigError, match="hcl-table1 has no robust evaluation"):
+        campaign.plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path),
+                      robust_overrides=["evaluation.attacks.aa_8=null"])  # fmt: skip
+    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), rows=["rocl"],
+                          robust_overrides=["evaluation.attacks.aa_8=null"])  # fmt: skip
+    assert cells[0].robust_overrides == ("evaluation.attacks.aa_8=null",)
+    plain = campaign._file_tag(None, None, None, ())
+    assert campaign._file_tag(None, None, None, (), None, ["evaluation.attacks.aa_8=null"]) != plain
