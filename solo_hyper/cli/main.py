@@ -159,7 +159,7 @@ def _reproduce(args: argparse.Namespace) -> None:
                  robust_overrides=args.robust_overrides)  # fmt: skip
     if args.dry_run:
         cells = campaign.plan(args.table, args.scale, out=args.out, **extra)
-        print(campaign.dry_run_text(args.table, args.scale, cells, args.out))
+        print(campaign.dry_run_text(args.table, args.scale, cells, args.out, not args.no_controls))
         return
     path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
                               device=args.device, quiet=args.quiet, log=_stderr,

@@ -301,7 +301,7 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def dry_run_text(name: str, scale: str, cells: list[Cell], out: str) -> str:
+def dry_run_text(name: str, scale: str, cells: list[Cell], out: str, controls: bool = True) -> str:
     lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs"]
     for c in cells:
         lines.append(f"  [{c.status:>8}] {c.run_dir.name:<48} {c.row.title} ({c.column.name}),"
@@ -310,7 +310,42 @@ def dry_run_text(name: str, scale: str, cells: list[Cell], out: str) -> str:
     total = None if any(e is None for e in todo) else sum(todo)
     done = sum(c.status == "finished" and not _needs_robust(c) for c in cells)
     lines.append(f"{done}/{len(cells)} finished; estimated time left: {_duration(total)}")
+    if controls and cells:
+        networks, inputs, seconds = control_estimate(cells, scale)
+        lines.append(f"controls: {networks} untrained network(s) and {inputs} raw-pixel input(s), "
+                     f"each evaluated once and cached: est. at most {_duration(seconds)} more "
+                     "(--no-controls leaves them out)")  # fmt: skip
     return "\n".join(lines)
+
+
+def control_estimate(cells: list[Cell], scale: str) -> tuple[int, int, float | None]:
+    """(untrained networks, raw-pixel inputs, CPU seconds at most) the campaign's controls cost:
+    one network per seed, backbone, input normalisation and evaluated dataset (equal networks
+    share one), one pixel input per column's evaluation, each evaluated as the runs are
+    (robust tables: robust-eval, and finetune-adv where a fine-tuned row uses the network)."""
+    networks: dict[tuple, set[bool]] = {}
+    inputs: dict[tuple, set[bool]] = {}
+    for c in cells:
+        data = c.prep.cfg["data"]
+        seen = (json.dumps(c.prep.cfg["backbone"], sort_keys=True, default=str), data["dataset"],
+                str(data.get("mean")), str(data.get("std")), c.column.eval_dataset)  # fmt: skip
+        networks.setdefault((c.seed, *seen), set()).add(c.row.finetune)
+    for column in dict.fromkeys(c.column for c in cells):
+        group = [c for c in cells if c.column is column]
+        data = group[0].prep.cfg["data"]
+        key = (data["dataset"], str(data.get("mean")), str(data.get("std")), column.eval_dataset)
+        inputs.setdefault(key, set()).update(c.row.finetune for c in group)
+    if scale != "cpu":
+        return len(networks), len(inputs), None
+    robust = any(c.column.robust_config for c in cells)
+
+    def cost(protocols: set[bool]) -> float:
+        if not robust:
+            return CPU_EVAL_S
+        return CPU_ROBUST_S * (False in protocols) + CPU_FINETUNE_S * (True in protocols)
+
+    seconds = sum(cost(p) for p in networks.values()) + sum(cost(p) for p in inputs.values())
+    return len(networks), len(inputs), seconds
 
 
 class Tracker:
@@ -409,7 +444,7 @@ def run_table(
     for column in dict.fromkeys(c.column for c in cells):
         check_linear([c.prep for c in cells if c.column is column], None, linear_config,
                      column.eval_dataset)  # fmt: skip
-    log(dry_run_text(name, scale, cells, out))
+    log(dry_run_text(name, scale, cells, out, controls))
     tracker = Tracker(cells, log)
     phases = Phases("reproduce", len(cells), log)
     for i, cell in enumerate(cells, 1):

@@ -126,3 +126,19 @@ def test_robust_overrides_are_checked_before_any_run_and_name_their_own_table(tm
     assert cells[0].robust_overrides == ("evaluation.attacks.aa_8=null",)
     plain = campaign._file_tag(None, None, None, ())
     assert campaign._file_tag(None, None, None, (), None, ["evaluation.attacks.aa_8=null"]) != plain
+
+
+def test_the_dry_run_counts_the_controls_a_campaign_will_evaluate(tmp_path):
+    """Equal networks share a control (SimCLR and HCL of one seed; RoCL's recipe rows); a robust
+    table's controls cost robust-eval each, plus finetune-adv where RHCL+AT uses the network."""
+    from solo_hyper.reproduce.tables import CPU_EVAL_S, CPU_FINETUNE_S, CPU_ROBUST_S
+
+    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
+    # normalised (SimCLR, HCL) and un-normalised (the recipes, RoCL, RHCL and RHCL+AT) networks
+    expected = 2 * CPU_ROBUST_S + CPU_FINETUNE_S + (CPU_ROBUST_S + CPU_FINETUNE_S)
+    assert campaign.control_estimate(cells, "cpu") == (2, 1, expected)
+    assert "controls: 2 untrained network(s) and 1 raw-pixel input(s)" in campaign.dry_run_text(
+        "hcl-table3", "cpu", cells, str(tmp_path))
+    assert "controls:" not in campaign.dry_run_text("hcl-table3", "cpu", cells, str(tmp_path), False)
+    linear = campaign.plan("hcl-table1", "cpu", seeds=[0, 1], out=str(tmp_path), columns=["MNIST"])
+    assert campaign.control_estimate(linear, "cpu") == (2, 1, 3 * CPU_EVAL_S)
