@@ -35,6 +35,7 @@ from solo_hyper.evaluation.adversarial import (
     PGDSpec,
     PixelClassifier,
     Schedule,
+    StandardizedLinear,
     adversarial_finetune,
     robust_accuracy,
     train_linear_head,
@@ -56,7 +57,12 @@ ROBUST_DEFAULTS: dict[str, Any] = {
     # batch size of every stage; subsets of the run's own dataset (null: all of it)
     "data": {"batch_size": 1024, "train_subset": None, "val_subset": None},
     # heads on the frozen encoder (RoCL linear_eval.py): LE on clean images, r-LE on PGD-10
-    "linear": {"standard": True, "robust": True, **_TRAINING, "attack": dict(_TRAIN_ATTACK)},
+    # standardize: SGD sees the features standardised by the clean training features' statistics
+    # (the head stays linear on the features: evaluation/adversarial.py StandardizedLinear), so a
+    # short schedule converges on any network, an untrained control's included; false: RoCL's
+    # head on raw features
+    "linear": {"standard": True, "robust": True, "standardize": True, **_TRAINING,
+               "attack": dict(_TRAIN_ATTACK)},  # fmt: skip
     # RHCL+AT: supervised adversarial fine-tuning of encoder + head (Madry et al.)
     "finetune": {**_TRAINING, "attack": dict(_TRAIN_ATTACK)},
     # attacks on encoder + head: white-box PGD (RoCL robustness_test.py) and AutoAttack entries
@@ -222,7 +228,7 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
     if not isinstance(raw["seed"], int) or isinstance(raw["seed"], bool):
         raise ConfigError(f"seed must be an integer, got {raw['seed']!r}")
     device = resolve_device(raw["device"], "device")
-    for key in ("standard", "robust"):
+    for key in ("standard", "robust", "standardize"):
         if not isinstance(raw["linear"][key], bool):
             raise ConfigError(f"linear.{key} must be true or false, got {raw['linear'][key]!r}")
     attacks = {
@@ -347,15 +353,17 @@ def _twin_classifier(twin: str | None, protocol: str, num_classes: int) -> Pixel
     saved = _twin_heads(twin)
     model, cfg, _ = load_pretrained(twin)
     head = nn.Linear(model.features_dim, num_classes)
-    classifier = PixelClassifier(model.encoder, head, cfg["data"]["mean"], cfg["data"]["std"])
     finetuned = saved.parent / "finetune_adv.pt"
     if protocol == "AT" and finetuned.is_file():
+        classifier = PixelClassifier(model.encoder, head, cfg["data"]["mean"], cfg["data"]["std"])
         state = torch.load(finetuned, map_location="cpu", weights_only=False)["state_dict"]
         classifier.load_state_dict(state)
     else:
         heads = torch.load(saved, map_location="cpu", weights_only=False)["heads"]
         name = protocol if protocol in heads else ("r-LE" if "r-LE" in heads else next(iter(heads)))
+        head = StandardizedLinear.unscaled(head)  # its statistics come with the state
         head.load_state_dict(heads[name])
+        classifier = PixelClassifier(model.encoder, head, cfg["data"]["mean"], cfg["data"]["std"])
     return classifier.eval()
 
 
@@ -393,7 +401,8 @@ def robust_eval(
         start = time.perf_counter()
         log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on {device}")
         classifier = run.classifier(seed)
-        losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack, seed)
+        losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack, seed,
+                                   standardize=raw["linear"]["standardize"])  # fmt: skip
         heads[protocol] = {k: v.detach().cpu() for k, v in classifier.head.state_dict().items()}
         accuracy = _attacked(classifier, run, rcfg, log)
         row = _row(run, protocol, accuracy, losses, start)

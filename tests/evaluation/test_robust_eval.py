@@ -9,6 +9,8 @@ import sys
 
 import pytest
 import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from solo_hyper.augment import to_float_rgb
@@ -19,7 +21,9 @@ from solo_hyper.evaluation.adversarial import (
     PGDSpec,
     PixelClassifier,
     Schedule,
+    StandardizedLinear,
     adversarial_finetune,
+    extract_features,
     robust_accuracy,
     train_linear_head,
 )
@@ -122,9 +126,73 @@ def test_robust_linear_evaluation_trains_the_head_on_attacks_only(fmnist):
         model, train, Schedule(epochs=1, lr=0.1, milestones=()), CPU, PGDSpec(8 / 255, 0.007, 2)
     )
     assert len(losses) == 1 and losses[0] > 0
-    assert not torch.equal(model.head.weight, head)
+    assert not torch.equal(model.head.linear.weight, head)
     assert all(torch.equal(before[k], v) for k, v in model.encoder.state_dict().items())
     assert seen and not any(seen)  # the frozen encoder always runs in eval mode
+
+
+def test_the_standardised_head_skips_dead_units_and_unscaled_is_the_plain_head():
+    g = torch.Generator().manual_seed(0)
+    feats = 5.0 + 1e-3 * torch.randn(256, 16, generator=g)  # an untrained network's: tiny spread
+    feats[:, 3] = 2.0  # a dead unit
+    linear = nn.Linear(16, 10)
+    head = StandardizedLinear.fitted(linear, feats)
+    assert head.std[3] == 1.0 and head.std[0] < 0.01  # never divided by its zero spread
+    torch.testing.assert_close(head.mean, feats.mean(0))
+    with torch.no_grad():
+        assert torch.isfinite(head(feats)).all()
+        assert torch.equal(StandardizedLinear.unscaled(linear)(feats), linear(feats))
+
+
+def test_the_unstandardised_head_is_rocls_sgd_on_raw_features_exactly(fmnist):
+    """standardize=False against an independent loop: SGD on raw features, same seeded order."""
+    train, _ = fmnist
+    schedule = Schedule(epochs=3, lr=0.1, milestones=(2,), batch_size=64)
+    model = tiny_classifier()
+    reference = nn.Linear(model.head.in_features, 10)
+    reference.load_state_dict(model.head.state_dict())
+    train_linear_head(model, train, schedule, CPU, seed=3, standardize=False)
+    feats, labels = extract_features(tiny_classifier(), train, CPU)
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    order = torch.Generator().manual_seed(3)
+    for epoch in range(3):
+        for group in opt.param_groups:
+            group["lr"] = 0.1 if epoch < 2 else 0.01
+        for idx in torch.randperm(len(labels), generator=order).split(64):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(reference(feats[idx]), labels[idx]).backward()
+            opt.step()
+    torch.testing.assert_close(model.head.linear.weight, reference.weight)
+    torch.testing.assert_close(model.head.linear.bias, reference.bias)
+
+
+def _accuracy(model, batches) -> float:
+    feats, labels = extract_features(model, batches, CPU)
+    with torch.no_grad():
+        return 100.0 * float((model.head(feats).argmax(1) == labels).float().mean())
+
+
+def test_a_short_schedule_converges_on_an_untrained_network_as_scikit_learn_does(fmnist):
+    """robust-eval's CPU schedule (5 epochs, lr 0.1, /10 at 3 and 4) on a network at
+    initialisation: on standardised features it reaches scikit-learn's converged logistic
+    regression; on raw features (RoCL's head) it stays far below it."""
+    train, val = fmnist
+    schedule = Schedule(epochs=5, lr=0.1, milestones=(3, 4), batch_size=64)
+    accuracy = {}
+    for standardize in (True, False):
+        model = tiny_classifier()
+        losses = train_linear_head(model, train, schedule, CPU, standardize=standardize)
+        assert len(losses) == 5
+        accuracy[standardize] = _accuracy(model, val)
+    model = tiny_classifier()
+    xtr, ytr = extract_features(model, train, CPU)
+    xte, yte = extract_features(model, val, CPU)
+    scaler = StandardScaler().fit(xtr.numpy())
+    reference = LogisticRegression(max_iter=5000).fit(scaler.transform(xtr.numpy()), ytr.numpy())
+    sklearn = 100.0 * reference.score(scaler.transform(xte.numpy()), yte.numpy())
+    assert sklearn > 50.0
+    assert accuracy[True] == pytest.approx(sklearn, abs=6.0)
+    assert accuracy[False] < sklearn - 15.0, (accuracy, sklearn)
 
 
 def test_adversarial_finetuning_trains_the_encoder(fmnist):
