@@ -207,6 +207,48 @@ def parse_schedule(section: dict, where: str, batch_size: int) -> Schedule:
     )
 
 
+# (type, meaning) of every key of ROBUST_DEFAULTS: the configuration reference
+# (docs/configuration.md, ``python -m solo_hyper.cli.reference``) is made from it; radii and
+# steps are numbers or fractions such as 8/255 (a step also eps/n), on [0, 1] pixels
+ROBUST_DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "seed": ("int", "random seed of the heads, the fine-tuning and the attacks"),
+    "device": ("str", "auto | cpu | cuda | cuda:N"),
+    "out": ("path | null", "folder of the tables and diagnostics (null: <run dir>/robust)"),
+    "data.batch_size": ("int", "batch size of every stage"),
+    "data.train_subset": ("int | null", "train the heads on a fixed random subset of this many training images (null: all)"),
+    "data.val_subset": ("int | null", "evaluate on a fixed random subset of this many test images (null: all)"),
+    "linear.standard": ("bool", "train LE: a linear head on the frozen encoder's features of clean images"),
+    "linear.robust": ("bool", "train r-LE: a linear head on the features of PGD images (linear.attack)"),
+    "linear.standardize": ("bool", "the heads' SGD sees features standardised by the clean training features' statistics (the head stays linear); false: raw features, RoCL's head"),
+    "linear.epochs": ("int", "epochs of SGD for each head"),
+    "linear.lr": ("float", "learning rate of the heads"),
+    "linear.momentum": ("float", "SGD momentum of the heads"),
+    "linear.weight_decay": ("float", "weight decay of the heads"),
+    "linear.milestones": ("list[int]", "epochs at which the learning rate is multiplied by gamma"),
+    "linear.gamma": ("float", "learning-rate factor at each milestone"),
+    "linear.attack": ("mapping", "the PGD that makes r-LE's training images: eps, alpha, steps, random_start"),
+    "finetune.epochs": ("int", "AT (finetune-adv): epochs of supervised adversarial fine-tuning of encoder and head"),
+    "finetune.lr": ("float", "AT: learning rate"),
+    "finetune.momentum": ("float", "AT: SGD momentum"),
+    "finetune.weight_decay": ("float", "AT: weight decay"),
+    "finetune.milestones": ("list[int]", "AT: epochs at which the learning rate is multiplied by gamma"),
+    "finetune.gamma": ("float", "AT: learning-rate factor at each milestone"),
+    "finetune.attack": ("mapping", "AT: the PGD that makes the training images: eps, alpha, steps, random_start"),
+    "evaluation.attacks": ("mapping", "the attacks on encoder + head, by name: PGD entries {eps, alpha, steps, random_start} or {autoattack: {eps, version, attacks, images}}; null removes one"),
+    "evaluation.diagnostics.enabled": ("bool", "run the gradient-masking checks on every evaluated model (diagnostics.md)"),
+    "evaluation.diagnostics.images": ("int", "the checks run on the first this many test images"),
+    "evaluation.diagnostics.eps": ("float | str", "radius of the strength, black-box, transfer and gradient checks"),
+    "evaluation.diagnostics.steps": ("list[int]", "strength check: PGD step counts that must not leave more images correct"),
+    "evaluation.diagnostics.restarts": ("int", "strength check: random starts of each PGD (the point-wise worst case)"),
+    "evaluation.diagnostics.sweep": ("list[float | str]", "sweep check: radii along which PGD accuracy must fall, to about 0 at the largest"),
+    "evaluation.diagnostics.square_queries": ("int", "black-box check: queries of the Square attack"),
+    "evaluation.diagnostics.tolerance": ("float", "accuracy points a check may be off before it flags"),
+    "evaluation.diagnostics.floor": ("float", "sweep check: accuracy (%) at the largest radius must fall to this or below"),
+    "evaluation.diagnostics.tiny_gradient": ("float", "gradient check: l1 norm of an input gradient that counts as zero"),
+    "evaluation.diagnostics.tiny_share": ("float", "gradient check: % of images with a zero gradient that flags masking"),
+}  # fmt: skip
+
+
 ROBUST = Schema(
     "robust-eval config", ROBUST_DEFAULTS,
     frozenset({("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}),

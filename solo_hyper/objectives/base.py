@@ -80,12 +80,18 @@ class ObjectiveArgs:
 
 @dataclass(frozen=True)
 class SpaceArgs(ObjectiveArgs):
-    """The embedding space and its loss: the ``temperature``, ``geometry`` (one of
-    geometry.GEOMETRIES), ``curvature`` (c > 0 of the hyperbolic spaces, curvature -c), and the
-    loss's ``chunk_size`` ("auto": the fastest measured path for the device and size, the
-    default; None: fused; K: blocks of K anchors, O(K M) memory)."""
+    """The embedding space and its loss, shared by every objective that has a space.
 
-    temperature: float = 0.2  # tau of the logits (or energies)
+    Attributes:
+        temperature: tau of the logits -d/tau (of the energies, for EBCLR).
+        geometry: the space, one of ``geometry.GEOMETRIES``: poincare, lorentz, euclidean, sphere.
+        curvature: c > 0 of the hyperbolic spaces, whose curvature is -c.
+        learnable_curvature: train c with the head (a softplus parameter), from ``curvature``.
+        chunk_size: the loss's anchors per block: "auto" (the fastest measured path for the
+            device and size), None (fused) or K (blocks of K anchors, O(K M) memory).
+    """
+
+    temperature: float = 0.2
     geometry: str = "poincare"
     curvature: float = 0.1
     learnable_curvature: bool = False

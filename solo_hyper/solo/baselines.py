@@ -122,6 +122,7 @@ def _prototypes_fit_the_memory(cfg: dict) -> None:
 
 
 def _vit_backbone(cfg: dict) -> None:
+    """MAE reconstructs masked patches of a ViT's input: the backbone is a ViT."""
     name = str(cfg["backbone"]["name"])
     if not name.startswith("vit"):
         raise ValueError(
