@@ -105,6 +105,23 @@ def pgd_linf(
     ``no_grad``/``inference_mode`` and autocast; the gradient (and so its sign) has ``x``'s
     dtype. ``generator`` seeds the random start and must live on ``x``'s device. The result is
     detached and has ``x``'s dtype.
+
+    Args:
+        loss_fn: the scalar loss of a batch shaped like ``x``, maximised.
+        x: the clean inputs.
+        eps: radius of the l_inf ball (>= 0, finite).
+        alpha: step size (>= 0, finite).
+        steps: PGD steps (>= 0).
+        random_start: start at a uniform point of the ball.
+        clamp: (low, high) range of the inputs, or None.
+        generator: random source of the start, on ``x``'s device.
+
+    Returns:
+        The adversarial inputs, detached, with ``x``'s dtype.
+
+    Raises:
+        ValueError: a negative or infinite eps or alpha, a step count that is not an integer
+            >= 0, or a clamp with low > high.
     """
     eps, alpha = _check_args(eps, alpha, steps, clamp)
     with torch.inference_mode(False), torch.enable_grad():
@@ -143,6 +160,22 @@ def pgd_l2(
     The random start is a uniformly random direction scaled by a radius ``eps * U(0, 1)``.
     Other semantics (validation, no parameter ``.grad``, no_grad/autocast, detached result)
     are as in :func:`pgd_linf`.
+
+    Args:
+        loss_fn: the scalar loss of a batch shaped like ``x``, maximised.
+        x: the clean inputs, dim 0 the batch.
+        eps: radius of the per-sample l_2 ball (>= 0, finite).
+        alpha: step length (>= 0, finite).
+        steps: PGD steps (>= 0).
+        random_start: start at a random point of the ball.
+        clamp: (low, high) range of the inputs, or None.
+        generator: random source of the start, on ``x``'s device.
+
+    Returns:
+        The adversarial inputs, detached, with ``x``'s dtype.
+
+    Raises:
+        ValueError: as :func:`pgd_linf`, and for a 0-d ``x``.
     """
     eps, alpha = _check_args(eps, alpha, steps, clamp)
     if x.dim() < 1:

@@ -118,14 +118,23 @@ SMALL_IMAGES = 64  # px: images and crops up to this side are augmented on one C
 
 
 def augment_threads(x: torch.Tensor, crop_sizes: Sequence[int]) -> contextlib.AbstractContextManager:
-    """One intra-op thread for the augmentation of a CPU batch of small images (at most
-    SMALL_IMAGES px, in and out); a GPU batch or large images: as it is. kornia runs hundreds of
-    small ops per batch (per-image crops, jitter in random order), each too small for a second
-    thread to pay for its synchronisation: a crop of 256 Fashion-MNIST images took 0.27 s on 2
-    threads and 0.03 s on 1 on the 2-core machine at load ~6 (``benchmarks/augment.py``'s thread
-    rows). The crops are the same bit for bit (tested for every shipped entry up to 64 px); at
-    224 px the upsampling splits its sums by thread and differs in the 7th digit, so large images
-    keep torch's thread count."""
+    """One intra-op thread for the augmentation of a CPU batch of small images.
+
+    One thread: kornia runs hundreds of small ops per batch (per-image crops, jitter in random
+    order), each too small for a second thread to pay for its start-up and synchronisation
+    (``benchmarks/augment.py --threads-only``; benchmarks/results/augment-threads.md). The crops
+    are the same bit for bit (tested for every shipped entry up to 64 px); at 224 px the
+    upsampling splits its sums by thread and differs in the 7th digit, so large images keep
+    torch's thread count.
+
+    Args:
+        x: the batch (B, C, H, W) about to be augmented.
+        crop_sizes: the sides of the crops it is augmented into.
+
+    Returns:
+        ``threads.single_thread()`` for a CPU batch whose images and crops are at most
+        ``SMALL_IMAGES`` px; otherwise a context that changes nothing.
+    """
     small = max(x.shape[-2:]) <= SMALL_IMAGES and max(crop_sizes) <= SMALL_IMAGES
     return single_thread() if x.device.type == "cpu" and small else contextlib.nullcontext()
 

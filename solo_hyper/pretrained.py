@@ -83,8 +83,19 @@ def _from_export(folder: Path) -> Pretrained:
 
 
 def load_pretrained(path: str | Path) -> Pretrained:
-    """The backbone and head of a run directory, a checkpoint or an export folder (eval mode, on
-    the CPU; ``.to(device)`` them as any module)."""
+    """The backbone and head of a run directory, a checkpoint or an export folder.
+
+    Args:
+        path: a run directory, a ``.ckpt`` file or an ``export`` folder (with model.json).
+
+    Returns:
+        The backbone, head, space and expected input, in eval mode on the CPU (``.to(device)``
+        them as any module).
+
+    Raises:
+        ConfigError: ``path`` does not exist, or is an export whose model.json and weights
+            do not match.
+    """
     p = Path(path)
     if p.is_dir() and (p / "model.json").is_file():
         out = _from_export(p)

@@ -96,12 +96,30 @@ def msgld(
 ) -> Tensor:
     """Run `steps` MSGLD steps (gradient ASCENT on log q) from x and return detached samples.
 
-    log_q: maps (N, ...) inputs to (N,) unnormalised log-densities (e.g. ebclr_log_density of
-    the projections against the detached second-view projections).  counts: (N,) chain-start
-    counts kappa (pre-increment) giving the per-sample noise std.  Gradients are taken with
-    respect to the input only (torch.autograd.grad): parameters' .grad are never touched.
-    Works under torch.no_grad (grad is enabled locally), not under torch.inference_mode.
-    sigma_min == sigma_max gives plain proximal SGLD; grad_clamp=math.inf disables the clamp.
+    Gradients are taken with respect to the input only (torch.autograd.grad): parameters' .grad
+    are never touched. Works under torch.no_grad (grad is enabled locally), not under
+    torch.inference_mode.
+
+    Args:
+        log_q: maps (N, ...) inputs to (N,) unnormalised log-densities (e.g. ebclr_log_density
+            of the projections against the detached second-view projections).
+        x: (N, ...) chain starts, floating point.
+        counts: (N,) chain-start counts kappa (pre-increment) giving the per-sample noise std.
+        steps: T, the SGLD steps (>= 0).
+        step_size: alpha, the gradient step (>= 0).
+        grad_clamp: delta, the gradient's clamp (> 0; math.inf: no clamp).
+        sigma_min: the noise std of a much-used chain (sigma_min == sigma_max: plain proximal
+            SGLD).
+        sigma_max: the noise std of a fresh chain.
+        K: the use count at which the noise reaches sigma_min (Eq. 22).
+        generator: random source of the noise, on x's device.
+
+    Returns:
+        The samples (N, ...), detached.
+
+    Raises:
+        TypeError: an x that is not floating point.
+        ValueError: shapes that do not match, or an argument out of its range.
     """
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point, got {x.dtype}")
@@ -164,9 +182,16 @@ OFFICIAL_CHAIN_SHAPE = (3, 32, 32)
 
 
 def default_capacity(shape: Sequence[int]) -> int:
-    """The buffer size when none is given: the official 50,000 chains for images of up to 32 px,
-    and as many larger chains as fit in the official buffer's memory (a 224-px crop: 1,020), so
-    that the default never asks for more memory than the paper's buffer."""
+    """The buffer size when none is given, so that the default never asks for more memory than
+    the paper's buffer.
+
+    Args:
+        shape: (C, H, W) of a chain.
+
+    Returns:
+        The official 50,000 chains for images of up to 32 px, and as many larger chains as fit
+        in the official buffer's memory (a 224-px crop: 1,020).
+    """
     budget = ReplayBuffer.bytes_needed(OFFICIAL_CHAINS, OFFICIAL_CHAIN_SHAPE)
     per_chain = ReplayBuffer.bytes_needed(1, shape)
     return max(1, min(OFFICIAL_CHAINS, budget // per_chain))
@@ -181,11 +206,22 @@ class ReplayBuffer:
     independently of the storage device.  fresh_fn(n) -> (n, *shape) supplies proposal samples
     (augmented data or uniform noise); its own randomness is the caller's responsibility.
 
-    init_count: the count given to every slot by initialize().  Default 5.0 = the official code
-    (the configuration behind the paper's results): the initial data-filled buffer is treated as
-    already "used", so its chains start with sigma_min noise, and only re-initialised chains
-    (count 0) get the high-noise exploration phase.  The paper's text ("number of times it has
-    been used") would suggest 0; pass init_count=0.0 for that reading.
+    Args:
+        capacity: the number of slots (> 0).
+        shape: a chain's shape, e.g. (C, H, W).
+        device: where samples and counts live.
+        seed: seed of the buffer's own CPU generator.
+        init_count: the count given to every slot by initialize(). Default 5.0 = the official
+            code (the configuration behind the paper's results): the initial data-filled buffer
+            is treated as already "used", so its chains start with sigma_min noise, and only
+            re-initialised chains (count 0) get the high-noise exploration phase. The paper's
+            text ("number of times it has been used") would suggest 0; pass 0.0 for that
+            reading.
+        dtype: the samples' floating dtype.
+
+    Raises:
+        ValueError: a capacity or shape that is not positive, a negative init_count, or a dtype
+            that is not floating point.
     """
 
     def __init__(
@@ -355,6 +391,10 @@ class PrivateRNG:
     ``with rng.active():`` swaps the stream's states in (CPU, the CUDA device if any, and Python's
     ``random``) and swaps the caller's back afterwards, so fresh proposal samples neither consume
     nor depend on the training run's global randomness, and the stream's state can be checkpointed.
+
+    Args:
+        seed: seed of the stream (CPU, CUDA and Python states alike).
+        device: the device whose CUDA generator the stream also owns (a CPU device: none).
     """
 
     def __init__(self, seed: int, device: torch.device) -> None:
@@ -419,6 +459,18 @@ class Proposal:
     solo-learn's CPU pipeline: the dataset's own augmented crop, de-normalised), all inside the
     proposal's own random stream; kind="uniform": U[-1, 1] noise, as the official code without
     data. Either way independent of the training step's batch.
+
+    Args:
+        kind: "data" or "uniform".
+        shape: (C, H, W) of a chain start.
+        device: where the starts are made.
+        seed: seed of the proposal's own random stream (``PrivateRNG``).
+        augment: a batch of dataset items -> [0, 1]-pixel crops (kind "data").
+        dataset: the training set (kind "data").
+
+    Raises:
+        ValueError: an unknown kind, or kind "data" without a non-empty dataset and its
+            augmentation.
     """
 
     def __init__(

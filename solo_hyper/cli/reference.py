@@ -121,12 +121,17 @@ def _meaning(entry: tuple[str, str] | None) -> bool:
 
 # ------------------------------------------------------------------------------ docstrings
 def parse_attributes(doc: str | None) -> dict[str, str]:
-    """The ``Attributes:`` section of a Google-style docstring: name -> meaning on one line
-    (continuation lines, indented deeper, joined)."""
+    """The ``Attributes:`` section of a Google-style docstring (``section_entries``)."""
+    return section_entries(doc, "Attributes")
+
+
+def section_entries(doc: str | None, title: str) -> dict[str, str]:
+    """A section of a Google-style docstring (``Args``, ``Attributes``, ...): name -> meaning on
+    one line (continuation lines, indented deeper, joined); empty when there is none."""
     found: dict[str, str] = {}
     lines = inspect.cleandoc(doc or "").splitlines()
     try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
+        start = next(i for i, line in enumerate(lines) if line.strip() == f"{title}:")
     except StopIteration:
         return found
     indent, name = None, None

@@ -180,8 +180,20 @@ PRETRAIN = Schema("config", DEFAULTS, frozenset(FREE_FORM))
 
 def complete(cfg: dict, trainer_keys: set[str]) -> dict:
     """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults: the
-    completion step, before ``validate`` (which only checks); a known dataset's mean/std fill
-    absent ones."""
+    completion step, before ``validate`` (which only checks).
+
+    Args:
+        cfg: the config as written (YAML and overrides).
+        trainer_keys: the Lightning Trainer's argument names, valid top-level keys besides
+            DEFAULTS'.
+
+    Returns:
+        The complete config; a known dataset's mean and std fill absent ones.
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong kind, or augmentations that are not
+            a non-empty list of crop entries.
+    """
     out = PRETRAIN.complete(cfg, trainer_keys)
     data = out["data"]
     info = DATASETS.get(data["dataset"]) if isinstance(data["dataset"], str) else None
@@ -203,8 +215,15 @@ SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFA
 
 def crop_entries(cfg: dict) -> list[dict]:
     """The config's crop entries completed with their defaults (``augment.with_defaults``, which
-    the augmentation also applies to the entries it is given); the config itself keeps the
-    entries as written (its hash, the run's identity, is of what was written)."""
+    the augmentation also applies to the entries it is given).
+
+    Args:
+        cfg: a config with ``augmentations``; it keeps the entries as written (its hash, the
+            run's identity, is of what was written).
+
+    Returns:
+        New, complete entries.
+    """
     return [with_defaults(e) for e in cfg["augmentations"]]
 
 
@@ -238,9 +257,21 @@ def validate(
 ) -> RunShape:
     """Every check of a completed pretraining config that is not the method's own (its
     ``method_kwargs``: the objective's ``Args``; its whole-config checks: ``check_config``), before
-    any work, changing nothing: the dataset, optimiser, schedule, budget, crops (the method's
-    ``required_crops``; None: any number), backbone (one of ``backbones``), loggers and
-    checkpoints. ConfigError with the fix."""
+    any work, changing nothing: the dataset, optimiser, schedule, budget, crops, backbone,
+    loggers and checkpoints.
+
+    Args:
+        cfg: the complete config (``complete``).
+        required_crops: the crops per image the method works on (None: any number).
+        backbones: the backbone names this installation builds.
+
+    Returns:
+        The dataset's image size, the completed crop entries and the large and small crop
+        counts.
+
+    Raises:
+        ConfigError: the first failed check, with the fix.
+    """
     if not cfg.get("method"):
         raise ConfigError("config has no 'method'")
     image_size = _check_dataset(cfg["data"])
@@ -357,8 +388,17 @@ def _check_crop_counts(method: str, crops: list[dict], required: int | None) -> 
 
 
 def loggers(cfg: dict) -> list[str]:
-    """The experiment loggers of a config: ``logger`` (a name or a list) plus wandb when
-    ``wandb.enabled``; checked against LOGGERS."""
+    """The experiment loggers of a config.
+
+    Args:
+        cfg: a config with ``logger`` (a name, a list, or null) and ``wandb.enabled``.
+
+    Returns:
+        The logger names, once each, wandb added when ``wandb.enabled``.
+
+    Raises:
+        ConfigError: a name that is not in LOGGERS.
+    """
     given = cfg.get("logger")
     names = [] if given in (None, False) else [given] if isinstance(given, str) else given
     if not isinstance(names, list):
@@ -373,7 +413,19 @@ def loggers(cfg: dict) -> list[str]:
 
 def method_section(method: str, args: dict[str, Any], given: dict) -> dict[str, Any]:
     """``method_kwargs`` completed by the method's schema (keys, types, defaults:
-    ``method_schema``); the values are the objective's to check."""
+    ``method_schema``); the values are the objective's to check.
+
+    Args:
+        method: the method's name (in messages).
+        args: its arguments' defaults (an objective's ``Args.defaults()``, or a baseline's).
+        given: the config's ``method_kwargs``.
+
+    Returns:
+        ``given`` completed with the defaults.
+
+    Raises:
+        ConfigError: an unknown key or a value of the wrong kind.
+    """
     return method_schema(method, args).complete(given)
 
 

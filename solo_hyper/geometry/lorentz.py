@@ -55,7 +55,15 @@ def max_radius(dtype: torch.dtype) -> float:
 
 
 def lorentz_inner(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Row-wise Minkowski product -x_0 y_0 + <x_s, y_s>, broadcasting over leading dims."""
+    """Row-wise Minkowski product -x_0 y_0 + <x_s, y_s>, broadcasting over leading dims.
+
+    Args:
+        x: points or vectors (..., D+1), time coordinate first.
+        y: the same, broadcastable against ``x``.
+
+    Returns:
+        The products (...).
+    """
     return (x[..., 1:] * y[..., 1:]).sum(-1) - x[..., 0] * y[..., 0]
 
 
@@ -65,7 +73,15 @@ def _time(spatial: torch.Tensor, c: Curvature) -> torch.Tensor:
 
 @hyperbolic_float32
 def lorentz_project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """Back onto the hyperboloid: keep x_s, recompute x_0 = sqrt(1/c + ||x_s||^2)."""
+    """Back onto the hyperboloid: keep x_s, recompute x_0 = sqrt(1/c + ||x_s||^2).
+
+    Args:
+        x: points (..., D+1) near the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Points (..., D+1) on it.
+    """
     check_curvature(c)
     return torch.cat([_time(x[..., 1:], c), x[..., 1:]], dim=-1)
 
@@ -95,6 +111,13 @@ def lorentz_logmap0(x: torch.Tensor, c: Curvature) -> torch.Tensor:
 
     asinh of the spatial norm rather than arcosh of x_0: exact near the origin, where
     sqrt(c) x_0 rounds to 1.
+
+    Args:
+        x: points (..., D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Tangent vectors (..., D) at the origin.
     """
     check_curvature(c)
     s = _norm(x[..., 1:], sqrt_curvature(c))
@@ -118,7 +141,19 @@ def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> Gra
 
 @hyperbolic_float32
 def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """All pairwise distances (N, M) between x (N, D+1) and y (M, D+1), from one Gram product."""
+    """All pairwise distances between two sets of points, from one Gram product.
+
+    Args:
+        x: points (N, D+1) of the hyperboloid.
+        y: points (M, D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        The (N, M) distances.
+
+    Raises:
+        ValueError: shapes other than (N, D+1) and (M, D+1) with D >= 1, or c <= 0.
+    """
     check_curvature(c)
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1] or x.shape[1] < 2:
         raise ValueError(
@@ -130,7 +165,15 @@ def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> t
 
 @hyperbolic_float32
 def lorentz_to_poincare(x: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0)."""
+    """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0).
+
+    Args:
+        x: points (..., D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Points (..., D) of the ball.
+    """
     check_curvature(c)
     return x[..., 1:] / (1 + sqrt_curvature(c) * x[..., :1])
 

@@ -45,8 +45,15 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def upcast_half(x: torch.Tensor) -> torch.Tensor:
-    """Half-precision tensors (float16, bfloat16) as float32; float32 and float64 as they are
-    (gradchecks run in float64). The one upcast of geometry, losses and heads."""
+    """The one upcast of geometry, losses and heads.
+
+    Args:
+        x: any tensor.
+
+    Returns:
+        ``x`` as float32 when it is float16 or bfloat16; float32 and float64 as they are
+        (gradchecks run in float64).
+    """
     return x.float() if x.dtype in _HALF else x
 
 
@@ -56,6 +63,12 @@ def hyperbolic_float32(fn: Callable) -> Callable:
     Near the boundary 1 - c||x||^2 is tiny and the Gram form cancels: half precision (an
     autocast matmul, or bf16 inputs) turns self-distances of 0 into ~6. Half inputs are
     upcast; float32/float64 inputs are left as they are.
+
+    Args:
+        fn: the geometry function (its tensor arguments are upcast).
+
+    Returns:
+        ``fn`` wrapped: same signature, computed outside autocast.
     """
 
     @functools.wraps(fn)
@@ -86,8 +99,12 @@ def check_curvature(c: Curvature) -> None:
 def ball_margin(dtype: torch.dtype) -> float:
     """Relative margin kept from the boundary by :func:`project`.
 
-    4e-3 for float32 and half types (half types are meant to be upcast to float32 before
-    hyperbolic math), 1e-5 for float64, the same values as geoopt.
+    Args:
+        dtype: the points' dtype.
+
+    Returns:
+        4e-3 for float32 and half types (half types are meant to be upcast to float32 before
+        hyperbolic math), 1e-5 for float64, the same values as geoopt.
     """
     return 1e-5 if dtype == torch.float64 else 4e-3
 
@@ -214,7 +231,16 @@ def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> 
 def poincare_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> GramForm:
     """The distance of every pair as scale * asinh(sqrt(a @ b.T)) (``poincare_distance_factors``):
     what the losses' fused and chunked paths evaluate blockwise and ``.matrix()`` evaluates whole
-    (``PoincareBall.distance_form`` and ``distance_matrix``, the kNN, the disk map)."""
+    (``PoincareBall.distance_form`` and ``distance_matrix``, the kNN, the disk map).
+
+    Args:
+        x: points (N, D) of the ball.
+        y: points (M, D) of the ball.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        The (N, M) distances as a ``GramForm``, not yet evaluated.
+    """
     a, b = poincare_distance_factors(x, y, c)
     return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
 

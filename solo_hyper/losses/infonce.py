@@ -106,12 +106,12 @@ class AutoPath:
 
 
 AUTO_PATHS: dict[str, AutoPath] = {
-    # benchmarks/chunk_auto.py, benchmarks/results/chunk-auto.md (2-core CPU, D = 128)
+    # read from benchmarks/chunk_auto.py's table (benchmarks/results/chunk-auto.md)
     "cpu": AutoPath(chunk_from=CPU_CHUNK_FROM, block=CPU_BLOCK),
 }
-"""Per device type, what ``chunk_size: auto`` resolves to; a device type not measured (CUDA:
-no GPU was available) takes the fused path while its buffers fit in a quarter of the free
-memory, else the largest block that does."""
+"""Per device type, what ``chunk_size: auto`` resolves to; a device type without an entry (CUDA)
+takes the fused path while its buffers fit in a quarter of the free memory, else the largest
+block that does."""
 
 
 def resolve_chunk_size(

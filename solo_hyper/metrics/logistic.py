@@ -153,10 +153,18 @@ class _Objective:
 
 
 def solver_threads(design: Design) -> contextlib.AbstractContextManager:
-    """One intra-op thread on the CPU (the GPU: as it is). The products are thin (K = 10
-    columns), so a second thread brings little and its synchronisation costs much on a busy
-    machine (60,000 x 128 on 2 cores at load ~15: 465 s on 2 threads in a main-job run; on one,
-    8-23 s at loads 4-13); and the answer does not depend on the thread count."""
+    """One intra-op thread on the CPU (the GPU: as it is).
+
+    The products are thin (K = 10 columns), so a second thread brings little and its
+    synchronisation costs much on a busy machine (benchmarks/results/probe.md); the answer does
+    not depend on the thread count.
+
+    Args:
+        design: the training set's design; its device decides.
+
+    Returns:
+        ``threads.single_thread()`` on the CPU, a context that changes nothing elsewhere.
+    """
     return single_thread() if design.x.device.type == "cpu" else contextlib.nullcontext()
 
 

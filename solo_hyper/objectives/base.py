@@ -166,6 +166,14 @@ class Objective:
     Declared per class: ``Args`` (the arguments' dataclass), ``required_crops`` (None: any number
     of crops, at least ``min_crops``), ``pixel_space_crops`` (the crops come as [0, 1] pixels: attacks with a pixel budget)
     and ``step_inputs`` (what a training loop hands ``prepare`` each step: EBCLR's "chains").
+
+    Args:
+        args: the objective's arguments, an instance of its ``Args`` (None: the defaults).
+        crop_stats: the (mean, std) with which the crops were normalised (attacks and SGLD
+            work on [0, 1] pixels).
+
+    Raises:
+        TypeError: ``args`` of another objective's ``Args``.
     """
 
     Args: ClassVar[type[ObjectiveArgs]] = ObjectiveArgs

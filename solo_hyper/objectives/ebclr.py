@@ -270,8 +270,16 @@ class EBCLR(Objective):
 
 class ReplayChains:
     """A replay buffer of chains for a plain PyTorch loop (solo-learn runs use the
-    ``MSGLDReplayBuffer`` callback): filled from ``fresh`` (default: U[-1, 1] noise, the uniform
-    proposal), floor(n rho) positions of each draw restarted from it (official sampler)."""
+    ``MSGLDReplayBuffer`` callback): full from the start, floor(n rho) positions of each draw
+    restarted from ``fresh`` (the official sampler).
+
+    Args:
+        args: EBCLR's arguments (``rho``, ``buffer_size``, ``buffer_init_count``).
+        shape: (C, H, W) of a chain, a crop's.
+        device: where the buffer lives.
+        seed: seed of the buffer's draws and of the default proposal.
+        fresh: n -> n new chains in [-1, 1] (None: U[-1, 1] noise, the uniform proposal).
+    """
 
     def __init__(
         self, args: EBCLRArgs, shape: tuple[int, ...], device: str | torch.device = "cpu",
