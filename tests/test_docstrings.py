@@ -15,12 +15,17 @@ import re
 
 from solo_hyper.cli.reference import section_entries
 
-# the packages whose ``__all__`` is the library's public API
+# the packages whose ``__all__`` is the library's public API, and the modules of their layers
+# that list their own (the losses' functions, solo-learn's glue, the statistics of the tables)
 PUBLIC = (
     "solo_hyper", "solo_hyper.attacks", "solo_hyper.callbacks", "solo_hyper.config",
     "solo_hyper.distributed", "solo_hyper.geometry", "solo_hyper.heads", "solo_hyper.losses",
     "solo_hyper.methods", "solo_hyper.objectives", "solo_hyper.pretrained", "solo_hyper.sgld",
     "solo_hyper.solo",
+    "solo_hyper.config.shipped", "solo_hyper.losses.contrastive", "solo_hyper.losses.ebclr",
+    "solo_hyper.losses.infonce", "solo_hyper.losses.robust", "solo_hyper.methods.ebclr",
+    "solo_hyper.solo.adapter", "solo_hyper.solo.baselines", "solo_hyper.solo.compat",
+    "solo_hyper.solo.main_cfg", "solo_hyper.evaluation.outputs", "solo_hyper.evaluation.stats",
 )  # fmt: skip
 
 
@@ -59,7 +64,7 @@ def parameters(obj: object) -> list[str]:
         owner = next((c for c in obj.__mro__ if "__init__" in c.__dict__), object)
         if not ours(owner):
             return []
-    return [p for p in inspect.signature(obj).parameters if p not in ("self", "cls")]
+    return list(inspect.signature(obj).parameters)
 
 
 def undocumented(obj: object) -> list[str]:

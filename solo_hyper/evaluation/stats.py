@@ -14,13 +14,28 @@ from dataclasses import dataclass
 
 
 def mean(values: list[float]) -> float:
+    """The arithmetic mean.
+
+    Args:
+        values: one or more numbers.
+
+    Raises:
+        ValueError: no values.
+    """
     if not values:
         raise ValueError("the mean of no values is undefined")
     return sum(values) / len(values)
 
 
 def sample_std(values: list[float]) -> float:
-    """The standard deviation with Bessel's correction (n - 1); undefined for one value."""
+    """The standard deviation with Bessel's correction (n - 1).
+
+    Args:
+        values: two or more numbers.
+
+    Raises:
+        ValueError: fewer than two values (the deviation is undefined for one).
+    """
     if len(values) < 2:
         raise ValueError(f"a sample standard deviation needs >= 2 values, got {len(values)}")
     m = mean(values)
@@ -66,7 +81,16 @@ def t_quantile(confidence: float, df: int) -> float:
 
 @dataclass(frozen=True)
 class Interval:
-    """A paired difference over n seeds: its mean, sd and confidence interval."""
+    """A paired difference over n seeds: its mean, sd and confidence interval.
+
+    Attributes:
+        n: the seeds.
+        mean: the mean difference.
+        std: its sample standard deviation (None: fewer than 2 seeds).
+        low: the interval's lower end (None: fewer than 2 seeds).
+        high: its upper end (None: fewer than 2 seeds).
+        confidence: the interval's confidence level, e.g. 0.95.
+    """
 
     n: int
     mean: float
@@ -84,7 +108,19 @@ class Interval:
 
 
 def paired_interval(a: list[float], b: list[float], confidence: float = 0.95) -> Interval:
-    """The t-interval of mean(a_s - b_s) over seeds s (a and b listed in the same seed order)."""
+    """The t-interval of mean(a_s - b_s) over seeds s.
+
+    Args:
+        a: one value per seed.
+        b: the paired values, in the same seed order.
+        confidence: the interval's level.
+
+    Returns:
+        The interval (its sd and ends None for fewer than 2 seeds).
+
+    Raises:
+        ValueError: a and b of different lengths.
+    """
     if len(a) != len(b):
         raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
     d = [x - y for x, y in zip(a, b)]
@@ -97,7 +133,15 @@ def paired_interval(a: list[float], b: list[float], confidence: float = 0.95) ->
 
 
 def paired_p_value(a: list[float], b: list[float]) -> float | None:
-    """Two-sided p-value of the paired t-test of mean(a_s - b_s) = 0 (None: fewer than 2 seeds)."""
+    """Two-sided p-value of the paired t-test of mean(a_s - b_s) = 0.
+
+    Args:
+        a: one value per seed.
+        b: the paired values, in the same seed order.
+
+    Returns:
+        The p-value; None for fewer than 2 seeds.
+    """
     d = [x - y for x, y in zip(a, b, strict=True)]
     if len(d) < 2:
         return None

@@ -47,7 +47,16 @@ __all__ = ["ebclr_distance_matrix", "ebclr_energy_form", "ebclr_log_density", "e
 
 def ebclr_energy_form(space: Manifold, z: Tensor, z_ref: Tensor) -> GramForm:
     """D(z_i, z_ref_j) as a Gram form: the space's declared ``energy_form`` (the module
-    docstring gives D per space)."""
+    docstring gives D per space).
+
+    Args:
+        space: the space of the projections.
+        z: (N, P) projections.
+        z_ref: (M, P) reference projections.
+
+    Returns:
+        The (N, M) energies as a ``GramForm``, not yet evaluated.
+    """
     return space.energy_form(z, z_ref)
 
 
@@ -70,8 +79,19 @@ def _check_2d(name: str, z: Tensor) -> None:
 
 
 def ebclr_distance_matrix(z: Tensor, z_ref: Tensor, space: Manifold | None = None) -> Tensor:
-    """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast
-    (``space`` None: the sphere)."""
+    """D(z_i, z_ref_j) as a matrix, computed outside autocast.
+
+    Args:
+        z: (N, P) projections, points of ``space``.
+        z_ref: (M, P) reference projections.
+        space: the space of D (None: the sphere).
+
+    Returns:
+        The (N, M) energies, float32 (float64 for float64 inputs).
+
+    Raises:
+        ValueError: inputs that are not (rows >= 1, P) matrices of one dimension P.
+    """
     space = _space_or_sphere(space)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
@@ -91,11 +111,19 @@ def ebclr_log_density(
 ) -> Tensor:
     """Unnormalised marginal log-density log q(v_i) = logsumexp_j(-D(z_i, z_ref_j) / tau).
 
-    z: (N, P) projections (points of ``space``) of the views whose density is evaluated; z_ref:
-    (M, P) projections of the batch's second views (all M are used, nothing is masked).
-    Returns (N,), float32 (float64 for float64 inputs). This is also the SGLD target (pass
-    z_ref detached); ``space`` None: the sphere. Local rows only (a density, not a loss: no
-    gather).
+    This is also the SGLD target (pass z_ref detached). Local rows only (a density, not a
+    loss: no gather).
+
+    Args:
+        z: (N, P) projections (points of ``space``) of the views whose density is evaluated.
+        z_ref: (M, P) projections of the batch's second views (all M are used, nothing is
+            masked).
+        temperature: tau (> 0).
+        space: the space of D (None: the sphere).
+        chunk_size: "auto", None (fused) or K rows per block.
+
+    Returns:
+        (N,) log-densities, float32 (float64 for float64 inputs).
     """
     check_temperature(temperature)
     space = _space_or_sphere(space)

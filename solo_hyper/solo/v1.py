@@ -53,7 +53,7 @@ class AccumulatingKNN(common.AccumulatingKNN):
 class PluginBase(common.PluginMixin, BaseMethod):
     """solo's BaseMethod with this plugin's backbones and on-device augmentation.
 
-    Extra constructor arguments (consumed here, the rest go to solo's BaseMethod): backbone_name,
+    Extra constructor arguments (consumed here, the rest, ``kwargs``, go to solo's BaseMethod): backbone_name,
     backbone_kwargs, augmentations (crop entries; None: crops come from solo's CPU pipeline),
     mean, std (of the crops; None: solo 1.0.2's statistics for ``dataset``, which its launcher
     passes), small_images (CIFAR stem for solo's ResNets), pipeline_augmentations (the crop
@@ -155,7 +155,12 @@ def _str2bool(text: str) -> bool:
 
 
 class SupCon(SimCLR):
-    """SupCon as solo-learn 1.0.2 ships it: SimCLR with ``supervised=True``."""
+    """SupCon as solo-learn 1.0.2 ships it: SimCLR with ``supervised=True``.
+
+    Args:
+        supervised: positives are the samples of the same class (SupCon's form).
+        kwargs: SimCLR's arguments.
+    """
 
     def __init__(self, supervised: bool = True, **kwargs: Any) -> None:
         super().__init__(supervised=supervised, **kwargs)
