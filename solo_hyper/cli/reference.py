@@ -254,7 +254,7 @@ Every command reads one config: its defaults, then a YAML file (`--config FILE`)
 `dotted.key=value` overrides on the command line (`optimizer.lr=0.5`, `augmentations.0.crop_size=28`).
 The keys are checked against the defaults (an unknown key is refused with the closest name) and
 the values before any work starts. `<i>` in a key is the index of a list entry; a key of type
-`mapping` whose default is shown whole is free-form (its own keys are not checked one by one).
+`mapping` is one row, whose meaning says what its entries may be.
 """
 
 
