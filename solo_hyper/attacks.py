@@ -214,6 +214,9 @@ def eval_mode(*modules: nn.Module) -> Iterator[None]:
     and projector to eval during the attack). The previous ``training`` flag of each submodule
     is recorded individually and written back, so deliberately frozen submodules (e.g. a BN
     kept in eval inside a training model) stay as they were, also when an exception escapes.
+
+    Args:
+        modules: the modules the attack runs through (e.g. encoder and projector).
     """
     saved: dict[int, tuple[nn.Module, bool]] = {}
     for module in modules:
@@ -239,6 +242,14 @@ def normalized(
     attack the un-normalised image with ``pgd_*(normalized(loss_fn, mean, std), x_pixels, ...)``.
     ``mean``/``std`` are per-channel values (channel dim = -3, i.e. ``(N, C, H, W)`` or
     ``(C, H, W)``); a tensor with more than one dimension is used as given (broadcast).
+
+    Args:
+        loss_fn: the loss of normalised inputs.
+        mean: per-channel mean of the normalisation.
+        std: per-channel std of the normalisation.
+
+    Returns:
+        The loss of [0, 1] pixels.
     """
     mean_t = torch.as_tensor(mean, dtype=torch.float32)
     std_t = torch.as_tensor(std, dtype=torch.float32)

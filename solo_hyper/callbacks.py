@@ -98,7 +98,17 @@ def check_buffer_fits(
 ) -> None:
     """ValueError naming ``method_kwargs.buffer_size`` (with the size that fits) when ``copies``
     buffers of ``shape`` chains would take more than half the free memory of ``storage``; run
-    before anything is allocated (by the config check and again where the buffer is built)."""
+    before anything is allocated (by the config check and again where the buffer is built).
+
+    Args:
+        buffer_size: the configured chains (None: ``default_capacity`` of the shape).
+        shape: (C, H, W) of a chain.
+        storage: the device the buffer lives on.
+        copies: buffers held at once on that device (one per training process on the CPU).
+
+    Raises:
+        ValueError: the buffers do not fit.
+    """
     capacity = buffer_size or default_capacity(shape)
     need = ReplayBuffer.bytes_needed(capacity, shape)
     free = free_memory_bytes(storage)

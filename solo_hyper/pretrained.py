@@ -29,9 +29,16 @@ def backbone_of(model: nn.Module) -> nn.Module:
 
 @dataclass
 class Pretrained:
-    """What a run learnt: ``backbone(x)`` features, ``head(features)`` points of ``space`` (None:
-    a head of solo-learn's that declares no space), and the input the backbone expects
-    (``input``: crop size, mean and std of [0, 1] images) and where it came from (``source``)."""
+    """What a run learnt, ready to use.
+
+    Attributes:
+        backbone: ``backbone(x)`` is the features of images.
+        head: ``head(features)`` is points of ``space``.
+        space: the head's space (None: a head of solo-learn's that declares no space).
+        input: the input the backbone expects: crop size, mean and std of [0, 1] images.
+        source: where it came from: the checkpoint, its epoch and step, the config's hash and
+            the dataset.
+    """
 
     backbone: nn.Module
     head: nn.Module

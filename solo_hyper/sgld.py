@@ -65,8 +65,19 @@ def _check_schedule(sigma_min: float, sigma_max: float, K: float) -> None:
 def noise_std(counts: Tensor, sigma_min: float, sigma_max: float, K: float) -> Tensor:
     """Per-sample noise std sigma(kappa) = sigma_min + (sigma_max - sigma_min) * max(0, 1 - kappa/K).
 
-    counts: tensor of non-negative use counts kappa (any shape); returns a float tensor of the
-    same shape.  With the defaults (0.01, 0.05, 3): kappa = 0, 1, 2, >=3 -> 0.05, 0.0367, 0.0233, 0.01.
+    With the defaults (0.01, 0.05, 3): kappa = 0, 1, 2, >=3 -> 0.05, 0.0367, 0.0233, 0.01.
+
+    Args:
+        counts: non-negative use counts kappa (any shape).
+        sigma_min: the std from kappa = K on.
+        sigma_max: the std at kappa = 0.
+        K: the count at which the std reaches sigma_min.
+
+    Returns:
+        A float tensor of the counts' shape.
+
+    Raises:
+        ValueError: a negative count, or a schedule with sigma_min > sigma_max or K <= 0.
     """
     _check_schedule(sigma_min, sigma_max, K)
     kappa = counts.to(torch.float64) if counts.dtype == torch.float64 else counts.float()
@@ -158,13 +169,23 @@ def msgld(
 
 def restart_draws(n: int, rho: float) -> int:
     """How many positions of an n-chain draw the official sampler re-initialises: int(n * rho)
-    (floor, in the same float arithmetic as the official code), each drawn with replacement."""
+    (floor, in the same float arithmetic as the official code), each drawn with replacement.
+
+    Args:
+        n: chains drawn.
+        rho: the restart fraction.
+    """
     return int(n * rho)
 
 
 def expected_restart_fraction(n: int, rho: float) -> float:
     """Expected fraction of an n-chain draw that restarts: 1 - (1 - 1/n)^floor(n * rho), since
-    each of the floor(n * rho) positions misses a given chain with probability 1 - 1/n."""
+    each of the floor(n * rho) positions misses a given chain with probability 1 - 1/n.
+
+    Args:
+        n: chains drawn.
+        rho: the restart fraction.
+    """
     return 1.0 - (1.0 - 1.0 / n) ** restart_draws(n, rho)
 
 
@@ -373,9 +394,12 @@ class ReplayBuffer:
 class SGLDChains:
     """One step's chain starts, drawn from the replay buffer for the method's step.
 
-    x: (B, C, H, W) chain starts in the sampler's range [-1, 1], on the model's device; counts: (B,)
-    pre-increment use counts kappa (noise std sigma(kappa)); generator: the SGLD noise stream;
-    write_back: stores the step's detached MSGLD outputs (B, C, H, W) in the slots x came from.
+    Attributes:
+        x: (B, C, H, W) chain starts in the sampler's range [-1, 1], on the model's device.
+        counts: (B,) pre-increment use counts kappa (noise std sigma(kappa)).
+        generator: the SGLD noise stream.
+        write_back: stores the step's detached MSGLD outputs (B, C, H, W) in the slots x came
+            from.
     """
 
     x: Tensor
@@ -438,7 +462,12 @@ class PrivateRNG:
 def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
     """The images of ``dataset`` at ``indices``, batched (solo's (index, images, target) layout):
     a tensor of un-augmented images, or, for a dataset that augments (solo-learn's CPU pipeline),
-    the list of its crops, each (N, C, H, W)."""
+    the list of its crops, each (N, C, H, W).
+
+    Args:
+        dataset: the training set.
+        indices: the items to read.
+    """
     getitems = getattr(dataset, "__getitems__", None)
     items = getitems(indices) if getitems is not None else None
     if items is None or (isinstance(items, list) and len(items) == len(indices)):
@@ -447,7 +476,11 @@ def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
 
 
 def pixels_to_chain(pixels: Tensor) -> Tensor:
-    """[0, 1] pixels -> the sampler's range [-1, 1] (the official code's 2x - 1)."""
+    """[0, 1] pixels -> the sampler's range [-1, 1] (the official code's 2x - 1).
+
+    Args:
+        pixels: images in [0, 1].
+    """
     return pixels * 2.0 - 1.0
 
 

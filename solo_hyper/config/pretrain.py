@@ -229,13 +229,21 @@ def crop_entries(cfg: dict) -> list[dict]:
 
 def small_images(crops: list[dict]) -> bool:
     """Whether the run's large crops (completed entries) are small enough for the CIFAR stem
-    (3x3 conv, no max-pool)."""
+    (3x3 conv, no max-pool).
+
+    Args:
+        crops: the completed crop entries (``crop_entries``).
+    """
     return crops[0]["crop_size"] <= SMALL_IMAGE_SIZE
 
 
 def crop_counts(crops: list[dict]) -> tuple[int, int]:
     """(large, small) crops of completed entries: crops of the first entry's size are large, as
-    in solo-learn."""
+    in solo-learn.
+
+    Args:
+        crops: the completed crop entries (``crop_entries``).
+    """
     large_size = crops[0]["crop_size"]
     large = sum(int(e["num_crops"]) for e in crops if e["crop_size"] == large_size)
     return large, sum(int(e["num_crops"]) for e in crops) - large
@@ -431,7 +439,15 @@ def method_section(method: str, args: dict[str, Any], given: dict) -> dict[str, 
 
 def check_data_paths(data: dict) -> None:
     """A given data.train_path / val_path must exist (a missing path is an error, never a fall
-    back to another copy of the data); with data.download=true it is the download target."""
+    back to another copy of the data); with data.download=true it is the download target.
+
+    Args:
+        data: the config's data section.
+
+    Raises:
+        ConfigError: a missing path (or one without the dataset's files), or no path for the
+            custom dataset.
+    """
     dataset = data.get("dataset")
     for key in ("train_path", "val_path"):
         path = data.get(key)

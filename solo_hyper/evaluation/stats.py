@@ -48,6 +48,16 @@ def t_two_sided_probability(t: float, df: int) -> float:
     With theta = atan(t / sqrt(df)): odd df,
     (2/pi)(theta + sin(theta)(cos + 2/3 cos^3 + ... + (2*4...(df-3))/(1*3...(df-2)) cos^(df-2)));
     even df, sin(theta)(1 + 1/2 cos^2 + ... + (1*3...(df-3))/(2*4...(df-2)) cos^(df-2)).
+
+    Args:
+        t: the statistic (>= 0).
+        df: the degrees of freedom (an integer >= 1).
+
+    Returns:
+        P(|T| <= t).
+
+    Raises:
+        ValueError: df that is not an integer >= 1.
     """
     if df < 1 or int(df) != df:
         raise ValueError(f"degrees of freedom must be an integer >= 1, got {df!r}")
@@ -67,7 +77,15 @@ def t_two_sided_probability(t: float, df: int) -> float:
 
 
 def t_quantile(confidence: float, df: int) -> float:
-    """The t with P(|T| <= t) = confidence (e.g. 0.95 -> t_{0.975, df}), to 1e-12."""
+    """The t with P(|T| <= t) = confidence (e.g. 0.95 -> t_{0.975, df}), to 1e-12.
+
+    Args:
+        confidence: the probability, in (0, 1).
+        df: the degrees of freedom (an integer >= 1).
+
+    Raises:
+        ValueError: confidence outside (0, 1), or df that is not an integer >= 1.
+    """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     lo, hi = 0.0, 1.0
@@ -162,6 +180,13 @@ def holm_intervals(
     holds 0 on, the rest keep that level. An interval then excludes 0 exactly when Holm's
     procedure rejects "no difference" for it, so a claim over m pairs is not read from m
     unadjusted 95% intervals (each 5% false-positive chance adding up).
+
+    Args:
+        pairs: (a, b) per comparison, each a list of one value per seed in the same seed order.
+        confidence: the family-wise confidence.
+
+    Returns:
+        One interval per pair, in the order given.
     """
     alpha, m = 1.0 - confidence, len(pairs)
     p = [paired_p_value(a, b) for a, b in pairs]

@@ -50,7 +50,11 @@ __all__ = [
 
 def max_radius(dtype: torch.dtype) -> float:
     """Largest sqrt(c) * (distance to the origin) that ``lorentz_expmap0`` produces in ``dtype``
-    (sqrt(c) ||u|| of its tangent input, sqrt(c) 2||v|| of the ball-convention one)."""
+    (sqrt(c) ||u|| of its tangent input, sqrt(c) 2||v|| of the ball-convention one).
+
+    Args:
+        dtype: the points' dtype.
+    """
     return 300.0 if dtype == torch.float64 else 32.0
 
 
@@ -94,6 +98,13 @@ def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     gives the factor 2 to the ball's convention).
 
     r is capped at ``max_radius`` (the direction is kept, the gradient along it is zero there).
+
+    Args:
+        v: tangent vectors (..., D) at the origin.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Points (..., D+1) of the hyperboloid.
     """
     check_curvature(c)
     r = _norm(v, sqrt_curvature(c))
@@ -131,6 +142,14 @@ def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> Gra
     (arcosh(1 + 2q) = 2 asinh(sqrt q), the form the Poincare ball uses too). Rounding: q carries
     an absolute error of about eps c x_0 y_0, so in float32 close pairs far from the origin are
     only resolved to (2/sqrt c) sqrt(eps c x_0 y_0).
+
+    Args:
+        x: points (N, D+1) of the hyperboloid.
+        y: points (M, D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        The (N, M) distances as a ``GramForm``, not yet evaluated.
     """
     half = -0.5 * torch.ones_like(x[:, :1])
     a = torch.cat([x[:, :1], -x[:, 1:]], dim=1) * (c / 2)
@@ -180,7 +199,15 @@ def lorentz_to_poincare(x: torch.Tensor, c: Curvature) -> torch.Tensor:
 
 @hyperbolic_float32
 def poincare_to_lorentz(p: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2))."""
+    """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2)).
+
+    Args:
+        p: points (..., D) of the Poincare ball of curvature -c.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Points (..., D+1) of the hyperboloid.
+    """
     check_curvature(c)
     sq = c * (p * p).sum(-1, keepdim=True)
     sqrt_c = sqrt_curvature(c)

@@ -111,7 +111,12 @@ class SpaceArgs(ObjectiveArgs):
 # ---------------------------------------------------------------------------------- pixels
 @dataclass(frozen=True)
 class CropStats:
-    """The (mean, std) with which crops were normalised: [0, 1] pixels <-> encoder inputs."""
+    """The (mean, std) with which crops were normalised: [0, 1] pixels <-> encoder inputs.
+
+    Attributes:
+        mean: per-channel mean.
+        std: per-channel standard deviation.
+    """
 
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
@@ -144,9 +149,15 @@ def _described(value: Any) -> str:
 class Net(nn.Module):
     """An encoder and an objective's head: all the objectives compute with (``net.encoder``,
     ``net.projector`` and its space, and ``net.encode(x)``: the features of a batch the training
-    loop did not encode itself, such as SGLD samples; ``encode`` defaults to the encoder). The
-    solo-learn methods hand their objective such a view of their backbone and head each step, with
-    solo's forward as ``encode`` (channels-last input under solo main), never themselves."""
+    loop did not encode itself, such as SGLD samples). The solo-learn methods hand their objective
+    such a view of their backbone and head each step, with solo's forward as ``encode``
+    (channels-last input under solo main), never themselves.
+
+    Args:
+        encoder: the backbone.
+        projector: the objective's head onto its space.
+        encode: the features of a batch (None: the encoder).
+    """
 
     def __init__(
         self, encoder: nn.Module, projector: SpaceProjector,

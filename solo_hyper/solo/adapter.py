@@ -59,7 +59,15 @@ def plugin_class(cls: type) -> type:
 
 def register(name: str, cls: type) -> None:
     """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
-    reloads, and a name already taken by another class is an error."""
+    reloads, and a name already taken by another class is an error.
+
+    Args:
+        name: the method's name in solo's registry.
+        cls: its class.
+
+    Raises:
+        ValueError: the name belongs to another class.
+    """
     current = METHODS.get(name)
     if current is not None and current is not cls:
         same = (current.__module__, current.__qualname__) == (cls.__module__, cls.__qualname__)
@@ -104,7 +112,14 @@ class MethodInfo:
 def method_info(name: str) -> MethodInfo:
     """Method ``name``'s arguments and checks: this plugin's methods declare theirs (the
     objective's ``Args`` dataclass), solo's bundled methods have solo's published values
-    (``baselines``)."""
+    (``baselines``).
+
+    Args:
+        name: a registered method's name.
+
+    Raises:
+        ConfigError: a solo class that is neither a plugin method nor in the baselines' table.
+    """
     if name in PLUGIN_METHODS:
         spec = plugin_method(name)
         return MethodInfo(
@@ -133,7 +148,11 @@ PRECISIONS = {"16-mixed": 16, "bf16-mixed": "bf16", "32-true": 32, "64-true": 64
 
 def trainer_precision(precision: Any) -> Any:
     """A precision in the installed Lightning's terms: Lightning 1.x's spellings for Lightning 2,
-    Lightning 2's names (and "32"/"16" as numbers) for Lightning 1.9."""
+    Lightning 2's names (and "32"/"16" as numbers) for Lightning 1.9.
+
+    Args:
+        precision: as a config gives it (32, 16, "bf16", "16-mixed", ...).
+    """
     text = str(precision)
     if shim.LIGHTNING_2:
         return {str(old): new for new, old in PRECISIONS.items()}.get(text, precision)
@@ -142,7 +161,11 @@ def trainer_precision(precision: Any) -> Any:
 
 def trainer_strategy(strategy: Any) -> Any:
     """A strategy in the installed Lightning's terms: DDP without the per-step search for unused
-    parameters (no method here leaves one unused; Lightning 2's default)."""
+    parameters (no method here leaves one unused; Lightning 2's default).
+
+    Args:
+        strategy: as a config gives it ("ddp", ..., or None).
+    """
     return shim.STRATEGIES.get(strategy, strategy) if isinstance(strategy, str) else strategy
 
 

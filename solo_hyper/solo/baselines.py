@@ -229,7 +229,18 @@ _BY_CLASS = {b.solo_class: b for b in BASELINES.values()}
 # ------------------------------------------------------------------------------------ lookups
 def baseline_defaults(name: str, api: str) -> dict[str, Any]:
     """``method_kwargs`` defaults of baseline ``name`` under method API ``api`` ('v1'/'v2');
-    KeyError when that solo-learn version does not ship it."""
+    KeyError when that solo-learn version does not ship it.
+
+    Args:
+        name: a key of ``BASELINES``.
+        api: the method API, 'v1' or 'v2'.
+
+    Returns:
+        The defaults, lists copied.
+
+    Raises:
+        KeyError: that solo-learn version does not ship the baseline.
+    """
     entry = BASELINES[name]
     if api not in entry.apis:
         raise KeyError(f"{name} is not a method of solo-learn {VERSION[api]}")

@@ -327,7 +327,12 @@ FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
 
 
 def fixes_for(cls: type, api: str) -> tuple[type, ...]:
-    """The fix mixins that apply to ``cls`` under method API ``api``, most specific first."""
+    """The fix mixins that apply to ``cls`` under method API ``api``, most specific first.
+
+    Args:
+        cls: a solo method class.
+        api: the method API, 'v1' or 'v2'.
+    """
     found = []
     for target, apis, fix in FIXES:
         if api not in apis:
@@ -351,6 +356,11 @@ def plugin_class(cls: type, plugin_base: type, api: str) -> type:
     For ``class SimCLR(BaseMethod)`` this builds ``SimCLR(*fixes, SimCLR, PluginBase)``, whose MRO
     runs the fixes, SimCLR's constructor, then PluginBase's (backbone swap, augmentation), then
     BaseMethod's.
+
+    Args:
+        cls: the solo-learn method class.
+        plugin_base: the adapter's PluginBase.
+        api: the method API, 'v1' or 'v2'.
     """
     if issubclass(cls, plugin_base):
         return cls
