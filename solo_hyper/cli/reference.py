@@ -242,7 +242,7 @@ def baseline_markdown(entry: Any) -> list[str]:
     lines = [f"### `{entry.name}`: {entry.solo_class} (solo-learn {versions}{note})", "",
              *table(("key", *(f"solo-learn {VERSION[a]}" for a in apis)), rows), ""]  # fmt: skip
     if entry.checks:
-        lines += ["Checked before any work: " + " ".join(summary(c) for c in entry.checks), ""]
+        lines += ["Checked before any work: " + "; ".join(summary(c) for c in entry.checks), ""]
     return lines
 
 
