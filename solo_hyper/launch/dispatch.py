@@ -1,0 +1,72 @@
+"""How a campaign runs its jobs: in its own process one after another (the default), ``--jobs N``
+worker processes at a time, or cluster jobs (``--executor slurm|local``). Whichever it is, the
+campaign's own pass afterwards finds every finished job's run and evaluation and tabulates; a
+job that failed stops the campaign before its table, naming each failed run's log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solo_hyper.config import ConfigError
+from solo_hyper.launch.cluster import EXECUTORS, Cluster
+from solo_hyper.launch.failures import RunsFailed, failure_text
+from solo_hyper.launch.jobs import Job, run_jobs
+from solo_hyper.launch.pool import check_outcomes, run_pool, slots
+
+
+@dataclass(frozen=True)
+class Launch:
+    """``--jobs`` / ``--executor`` and the cluster's parameters."""
+
+    jobs: int = 1
+    executor: str | None = None  # slurm | local (submitit); None: this machine
+    cluster: Cluster = field(default_factory=Cluster)
+
+    def check(self) -> None:
+        """Refuses a bad combination before any work."""
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got "
+                              f"{self.executor!r}")  # fmt: skip
+        if self.executor is not None and self.jobs != 1:
+            raise ConfigError(f"--jobs {self.jobs} with --executor {self.executor}: the cluster "
+                              "runs the jobs (cluster parameter array_parallelism caps how many at "
+                              "once); give one of the two")  # fmt: skip
+        if self.executor is None and self.jobs != 1:
+            slots(self.jobs)
+
+    @property
+    def parallel(self) -> bool:
+        return self.executor is not None or self.jobs > 1
+
+
+def dispatch(jobs: list[Job], launch: Launch, folder: Path, log: Callable[[str], None]) -> None:
+    """Runs ``jobs`` as ``launch`` says (nothing in the default sequential mode: the campaign's
+    own loop trains); raises RunsFailed when any failed, once every other one has ended."""
+    if not launch.parallel:
+        return
+    if launch.executor is not None:
+        from solo_hyper.launch.cluster import run_cluster
+
+        failed = run_cluster(launch.executor, launch.cluster, jobs, folder / "submitit", log)
+        if failed:
+            raise RunsFailed(failure_text(failed))
+        return
+    if jobs:
+        check_outcomes(run_pool(jobs, launch.jobs, log))
+
+
+def launcher(launch: Launch, out: str, log: Callable[[str], None]):
+    """``compare``'s and ``sweep``'s ``launch``: their prepared runs as jobs (None when the runs
+    go one after another in the command's own loop)."""
+    if not launch.parallel:
+        return None
+
+    def run(preps: list, evaluation: dict | None) -> None:
+        dispatch(run_jobs(preps, evaluation), launch, Path(out), log)
+
+    return run
+
+
+__all__ = ["Launch", "RunsFailed", "dispatch", "launcher"]
