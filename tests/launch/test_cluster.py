@@ -1,0 +1,128 @@
+"""Cluster jobs through submitit's local executor (issue 49): a tiny campaign submitted as jobs;
+one job sent SLURM's preemption signal mid-run stops after its step's checkpoint, is requeued by
+submitit and finishes with weights bit-identical to the campaign that was never preempted; a
+second submission of the finished campaign submits nothing. And the cluster's parameters are
+checked before anything is submitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import tiny_config
+
+from solo_hyper.cli.main import main
+from solo_hyper.config import ConfigError
+from solo_hyper.launch.cluster import load_cluster
+from solo_hyper.run.lock import holder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
+from test_resume import assert_equal, final_state  # noqa: E402
+
+# 2 epochs of 20 steps, last.ckpt every 2 steps: the signal lands while the run trains
+RUN = dict(max_epochs=2, seed=3, data={"train_subset": 320, "val_subset": 32},
+           checkpoint={"enabled": True, "every_n_steps": 2}, auto_resume={"enabled": True})  # fmt: skip
+STEPS = 40
+THREADS = 2  # cpus_per_job: each job's intra-op threads, and the reference's
+
+
+def campaign(tmp: Path, out: Path, executor: bool) -> list[str]:
+    config = tmp / "tiny" / "hcl.yaml"  # its runs: tiny-hcl-s0, tiny-hcl-s1
+    if not config.is_file():
+        config.parent.mkdir()
+        cfg = tiny_config("hcl", **RUN)
+        cfg["checkpoint"].pop("dir", None)
+        config.write_text(yaml.safe_dump(cfg))
+    argv = ["compare", "--configs", str(config), "--seeds", "0", "1", "--out", str(out), "--quiet",
+            "--no-eval", "--no-plots", "--no-controls"]  # fmt: skip
+    if executor:  # the local executor's timeout (2 min by default) is the cluster's time limit
+        argv += ["--executor", "local", "--cluster-set", "gpus_per_job=0",
+                 f"cpus_per_job={THREADS}", "time_min=20"]  # fmt: skip
+    return argv
+
+
+def preempt_when_training(run_dir: Path, sent: list) -> None:
+    """Sends SIGUSR2 (submitit's preemption signal) to the job training ``run_dir`` once it has
+    written its first step checkpoint."""
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        info = holder(run_dir)
+        if info and (run_dir / "last.ckpt").is_file():
+            os.kill(int(info["pid"]), signal.SIGUSR2)
+            sent.append(int(info["pid"]))
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_preempted_job_requeues_and_resumes_exactly_and_a_finished_campaign_submits_nothing(
+    tmp_path, capsys, fashion_mnist_available
+):
+    reference = tmp_path / "reference"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        assert main(campaign(tmp_path, reference, executor=False)) == 0
+    finally:
+        torch.set_num_threads(threads)
+
+    out = tmp_path / "cluster"
+    run_dir = out / "tiny-hcl-s0"
+    sent: list[int] = []
+    watcher = threading.Thread(target=preempt_when_training, args=(run_dir, sent), daemon=True)
+    watcher.start()
+    capsys.readouterr()
+    assert main(campaign(tmp_path, out, executor=True)) == 0
+    watcher.join(timeout=5)
+    err = capsys.readouterr().err
+    assert sent, "the job never reached its first checkpoint"
+    assert "[local] submitted 2 job(s)" in err
+
+    result = json.loads((run_dir / "result.json").read_text())
+    # requeued, then resumed from the checkpoint the stop wrote after its step: mid-run
+    assert result["finished"] and result["global_step"] == STEPS
+    assert 0 < result["resumed_at_step"] < STEPS
+    pointer = json.loads((out / "tiny-hcl-s0.job.json").read_text())
+    log = Path(pointer["stdout"]).read_text() + Path(pointer["stderr"]).read_text()
+    assert "SIGUSR2" in log and "requeueing" in log and "Requeued job" in log
+    for seed in (0, 1):  # bit-identical to the campaign that was never preempted
+        name = f"tiny-hcl-s{seed}"
+        assert_equal(final_state(out / name), final_state(reference / name))
+
+    capsys.readouterr()
+    assert main(campaign(tmp_path, out, executor=True)) == 0
+    err = capsys.readouterr().err
+    assert "every run is finished: nothing to submit" in err and "submitted" not in err
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["partition=7"], "partition must be a name"),
+    (["gpu_per_job=2"], r"'gpu_per_job' is unknown \(did you mean 'gpus_per_job'"),
+    (["time_min=0"], "time_min must be a whole number >= 1"),
+    (["mem_gb"], "give key=value"),
+])  # fmt: skip
+def test_bad_cluster_parameters_are_refused_before_any_submission(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_cluster(None, overrides)
+
+
+def test_the_yaml_and_the_flags_make_one_job_description(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("partition: gpu\naccount: lab\ngpus_per_job: 4\ncpus_per_job: 32\n")
+    cluster = load_cluster(str(path), ["time_min=720"])
+    assert (cluster.partition, cluster.account, cluster.gpus_per_job, cluster.time_min) == (
+        "gpu", "lab", 4, 720)
+    assert "4 GPU(s), 32 CPU(s)" in cluster.describe() and "partition gpu" in cluster.describe()
+
+
+def test_jobs_and_an_executor_together_are_refused(capsys):
+    assert main(["compare", "--configs", "a.yaml", "--jobs", "2", "--executor", "local"]) == 2
+    assert "give one of the two" in capsys.readouterr().err
