@@ -1,7 +1,8 @@
 """Cluster jobs through submitit's local executor (issue 49): a tiny campaign submitted as jobs;
-one job sent SLURM's preemption signal mid-run stops after its step's checkpoint, is requeued by
-submitit and finishes with weights bit-identical to the campaign that was never preempted; a
-second submission of the finished campaign submits nothing. And the cluster's parameters are
+one job sent SLURM's preemption signal (USR2) mid-run and one sent the time limit's SIGTERM each
+stop after their step's checkpoint, are requeued by submitit and finish with weights
+bit-identical to the campaign that was never preempted; a second submission of the finished
+campaign submits nothing. And the cluster's parameters are
 checked before anything is submitted."""
 
 from __future__ import annotations
@@ -49,14 +50,14 @@ def campaign(tmp: Path, out: Path, executor: bool) -> list[str]:
     return argv
 
 
-def preempt_when_training(run_dir: Path, sent: list) -> None:
-    """Sends SIGUSR2 (submitit's preemption signal) to the job training ``run_dir`` once it has
-    written its first step checkpoint."""
+def preempt_when_training(run_dir: Path, signum: int, sent: list) -> None:
+    """Sends ``signum`` to the job training ``run_dir`` once it has written its first step
+    checkpoint."""
     deadline = time.time() + 600
     while time.time() < deadline:
         info = holder(run_dir)
         if info and (run_dir / "last.ckpt").is_file():
-            os.kill(int(info["pid"]), signal.SIGUSR2)
+            os.kill(int(info["pid"]), signum)
             sent.append(int(info["pid"]))
             return
         time.sleep(0.05)
@@ -75,24 +76,29 @@ def test_a_preempted_job_requeues_and_resumes_exactly_and_a_finished_campaign_su
         torch.set_num_threads(threads)
 
     out = tmp_path / "cluster"
-    run_dir = out / "tiny-hcl-s0"
+    # seed 0's job gets submitit's preemption signal, seed 1's the SIGTERM of a time limit
+    signals = {"tiny-hcl-s0": signal.SIGUSR2, "tiny-hcl-s1": signal.SIGTERM}
     sent: list[int] = []
-    watcher = threading.Thread(target=preempt_when_training, args=(run_dir, sent), daemon=True)
-    watcher.start()
+    watchers = [threading.Thread(target=preempt_when_training, args=(out / name, signum, sent),
+                                 daemon=True) for name, signum in signals.items()]  # fmt: skip
+    for watcher in watchers:
+        watcher.start()
     capsys.readouterr()
     assert main(campaign(tmp_path, out, executor=True)) == 0
-    watcher.join(timeout=5)
+    for watcher in watchers:
+        watcher.join(timeout=5)
     err = capsys.readouterr().err
-    assert sent, "the job never reached its first checkpoint"
+    assert len(sent) == 2, "a job never reached its first checkpoint"
     assert "[local] submitted 2 job(s)" in err
 
-    result = json.loads((run_dir / "result.json").read_text())
-    # requeued, then resumed from the checkpoint the stop wrote after its step: mid-run
-    assert result["finished"] and result["global_step"] == STEPS
-    assert 0 < result["resumed_at_step"] < STEPS
-    pointer = json.loads((out / "tiny-hcl-s0.job.json").read_text())
-    log = Path(pointer["stdout"]).read_text() + Path(pointer["stderr"]).read_text()
-    assert "SIGUSR2" in log and "requeueing" in log and "Requeued job" in log
+    for name, signum in signals.items():
+        result = json.loads((out / name / "result.json").read_text())
+        # requeued, then resumed from the checkpoint the stop wrote after its step: mid-run
+        assert result["finished"] and result["global_step"] == STEPS
+        assert 0 < result["resumed_at_step"] < STEPS
+        pointer = json.loads((out / f"{name}.job.json").read_text())
+        log = Path(pointer["stdout"]).read_text() + Path(pointer["stderr"]).read_text()
+        assert signal.Signals(signum).name in log and "requeueing" in log and "Requeued job" in log
     for seed in (0, 1):  # bit-identical to the campaign that was never preempted
         name = f"tiny-hcl-s{seed}"
         assert_equal(final_state(out / name), final_state(reference / name))
