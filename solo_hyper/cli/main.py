@@ -172,12 +172,13 @@ def _reproduce(args: argparse.Namespace) -> None:
 
 
 def launch_options(args: argparse.Namespace):
-    """``--jobs`` / ``--executor`` / the cluster's parameters, checked before any work."""
+    """``--jobs`` / ``--executor`` / the cluster's parameters, checked before any work (a dry
+    run plans a cluster's jobs on any machine)."""
     from solo_hyper.launch.cluster import load_cluster
     from solo_hyper.launch.dispatch import Launch
 
     launch = Launch(args.jobs, args.executor, load_cluster(args.cluster, args.cluster_set))
-    launch.check()
+    launch.check(submits=not getattr(args, "dry_run", False))
     return launch
 
 

@@ -5,6 +5,7 @@ job that failed stops the campaign before its table, naming each failed run's lo
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +25,9 @@ class Launch:
     executor: str | None = None  # slurm | local (submitit); None: this machine
     cluster: Cluster = field(default_factory=Cluster)
 
-    def check(self) -> None:
-        """Refuses a bad combination before any work."""
+    def check(self, submits: bool = True) -> None:
+        """Refuses a bad combination before any work (``submits``: this machine will submit the
+        jobs, not only plan them: SLURM's sbatch must be here)."""
         if self.executor is not None and self.executor not in EXECUTORS:
             raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got "
                               f"{self.executor!r}")  # fmt: skip
@@ -35,6 +37,10 @@ class Launch:
                               "once); give one of the two")  # fmt: skip
         if self.executor is None and self.jobs != 1:
             slots(self.jobs)
+        if self.executor == "slurm" and submits and shutil.which("sbatch") is None:
+            raise ConfigError("--executor slurm: this machine has no sbatch (SLURM's submission "
+                              "command): run the command on the cluster's login node, or plan "
+                              "the campaign here with --dry-run")  # fmt: skip
 
     @property
     def parallel(self) -> bool:

@@ -132,3 +132,10 @@ def test_the_yaml_and_the_flags_make_one_job_description(tmp_path):
 def test_jobs_and_an_executor_together_are_refused(capsys):
     assert main(["compare", "--configs", "a.yaml", "--jobs", "2", "--executor", "local"]) == 2
     assert "give one of the two" in capsys.readouterr().err
+
+
+def test_slurm_without_sbatch_is_refused_with_the_dry_run_as_the_way_to_plan(capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    assert main(["compare", "--configs", "a.yaml", "--executor", "slurm"]) == 2
+    err = capsys.readouterr().err
+    assert "no sbatch" in err and "--dry-run" in err
