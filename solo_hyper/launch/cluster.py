@@ -96,7 +96,7 @@ def executor_for(kind: str, cluster: Cluster, folder: Path):
     extra = {"slurm_partition": cluster.partition} if cluster.partition else {}
     extra |= {"slurm_account": cluster.account} if cluster.account else {}
     executor.update_parameters(
-        nodes=1, tasks_per_node=tasks, gpus_per_node=cluster.gpus_per_job,
+        name="solo-hyper", nodes=1, tasks_per_node=tasks, gpus_per_node=cluster.gpus_per_job,
         cpus_per_task=max(1, cluster.cpus_per_job // tasks), mem_gb=cluster.mem_gb,
         timeout_min=cluster.time_min, slurm_array_parallelism=cluster.array_parallelism,
         slurm_signal_delay_s=cluster.signal_delay_s, **extra,

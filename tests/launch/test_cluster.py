@@ -139,3 +139,37 @@ def test_slurm_without_sbatch_is_refused_with_the_dry_run_as_the_way_to_plan(cap
     assert main(["compare", "--configs", "a.yaml", "--executor", "slurm"]) == 2
     err = capsys.readouterr().err
     assert "no sbatch" in err and "--dry-run" in err
+
+
+def test_the_cluster_parameters_become_the_jobs_sbatch_lines(tmp_path, monkeypatch):
+    """One task per GPU (DDP ranks from the job), the CPUs split between the tasks, and
+    submitit's preemption signal ``signal_delay_s`` before the time limit."""
+    from solo_hyper.launch.cluster import executor_for
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    cluster = load_cluster(None, ["partition=gpu", "account=lab", "gpus_per_job=4",
+                                  "cpus_per_job=32", "time_min=600"])  # fmt: skip
+    script = executor_for("slurm", cluster, tmp_path / "submitit")._executor._make_submission_file_text("CMD", "u")
+    for line in ("--partition=gpu", "--account=lab", "--gpus-per-node=4", "--ntasks-per-node=4",
+                 "--cpus-per-task=8", "--mem=32GB", "--time=600", "--signal=USR2@120",
+                 "--job-name=solo-hyper"):  # fmt: skip
+        assert f"#SBATCH {line}\n" in script, line
+
+
+def test_under_slurm_lightnings_auto_requeue_is_off(monkeypatch):
+    """One component requeues: submitit. Lightning takes the job's ranks from SLURM, without
+    its own SIGUSR1 requeue."""
+    from solo_hyper.run.train import cluster_plugins
+
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    assert cluster_plugins() == []  # not under SLURM: Lightning's default environment
+    for key, value in {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "solo-hyper", "SLURM_JOB_ID": "7",
+                       "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    (environment,) = cluster_plugins()
+    assert type(environment).__name__ == "SLURMEnvironment" and environment.auto_requeue is False
