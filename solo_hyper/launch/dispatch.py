@@ -60,7 +60,18 @@ def dispatch(jobs: list[Job], launch: Launch, folder: Path, log: Callable[[str],
             raise RunsFailed(failure_text(failed))
         return
     if jobs:
+        check_one_device(jobs)
         check_outcomes(run_pool(jobs, launch.jobs, log))
+
+
+def check_one_device(jobs: list[Job]) -> None:
+    """``--jobs`` gives each run one GPU: a run that asks for more is refused before any starts."""
+    for job in jobs:
+        devices = job.cfg.get("devices")
+        if job.cfg.get("accelerator") != "cpu" and isinstance(devices, int) and devices > 1:
+            raise ConfigError(f"{job.name} asks for devices={devices}, and --jobs gives each run "
+                              "one GPU: run it alone (without --jobs), or as a cluster job with "
+                              f"--executor slurm --cluster-set gpus_per_job={devices}")  # fmt: skip
 
 
 def launcher(launch: Launch, out: str, log: Callable[[str], None]):

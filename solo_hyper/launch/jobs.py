@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import pickle
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from solo_hyper.evaluation.compare import train_or_reuse
 from solo_hyper.evaluation.protocol import evaluate_run
+from solo_hyper.run.lock import RunLockedError, launched_rank
 from solo_hyper.run.rundir import plan_run
 from solo_hyper.run.train import prepare
 
@@ -38,9 +40,19 @@ class Job:
         return self.run_dir.parent / f"{self.run_dir.name}.log"
 
 
-def run_job(job: Job) -> dict:
-    """Trains or reuses the run, then runs its steps; returns the last step's row."""
-    row = train_or_reuse(prepare(None, base=job.cfg), quiet=True)
+def run_job(job: Job, poll_s: float = 30.0) -> dict:
+    """Trains or reuses the run (waiting while another process holds it: a job of an earlier
+    submission still running), then runs its steps on rank 0; returns the last step's row."""
+    prep = prepare(None, base=job.cfg)
+    while True:
+        try:
+            row = train_or_reuse(prep, quiet=True)
+            break
+        except RunLockedError as err:
+            print(f"[jobs] waiting: {err}".split(". Nothing was done")[0], flush=True)
+            time.sleep(poll_s)
+    if launched_rank():  # a DDP rank of a multi-GPU job: rank 0 evaluates
+        return row
     for step in job.steps:
         row = step(row)
     return row

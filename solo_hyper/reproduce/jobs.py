@@ -22,40 +22,53 @@ from solo_hyper.reproduce.robust_runs import evaluated_rows
 
 def robust_step(row: dict, config: str, overrides: tuple[str, ...], finetune: bool,
                 twin: str | None) -> dict:  # fmt: skip
-    """A job step: robust-eval (finetune-adv) of the run, stored in its directory; with the
-    twin's attack only once the twin has its own evaluation."""
-    ready = twin is not None and (Path(twin) / "robust" / "robust_eval.pt").is_file()
+    """A job step: robust-eval (finetune-adv) of the run, stored in its directory. A run with a
+    twin is evaluated only once the twin has its own evaluation (its diagnostics attack from the
+    twin); else the campaign's own pass evaluates it, after the twin."""
+    if twin is not None and not (Path(twin) / "robust" / "robust_eval.pt").is_file():
+        return row
     evaluated_rows(Path(row["run_dir"]), config, overrides, finetune, True,
-                   Path(twin) if ready else None)  # fmt: skip
+                   None if twin is None else Path(twin))  # fmt: skip
     return row
 
 
-def job_name(cell) -> str:
-    return cell.run_dir.name + ("-finetune" if cell.row.finetune else "")
+def job_names(cells: list) -> dict[int, str]:
+    """Each cell's job name: its run's, and for a second cell of the same run (a fine-tuned row,
+    another column's evaluation) with what tells it apart."""
+    names: dict[int, str] = {}
+    for cell in cells:
+        name = cell.run_dir.name + ("-finetune" if cell.row.finetune else "")
+        taken = set(names.values())
+        names[id(cell)] = name if name not in taken else f"{name}-{_file_part(cell.column.name)}"
+    return names
+
+
+def _file_part(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "+.-" else "_" for c in text)
 
 
 def cell_jobs(cells: list, linear_config: str | None, device: str, done) -> list[Job]:
-    """The jobs of the cells ``done`` says are not finished (trained, evaluated, robust-evaluated)."""
-    jobs = []
-    for cell in cells:
+    """The jobs of the cells ``done`` says are not finished (trained, evaluated, robust-evaluated);
+    a job whose run another job also trains or evaluates starts once that one has ended."""
+    jobs, names = [], job_names(cells)
+    for index, cell in enumerate(cells):
         if done(cell):
             continue
         linear = linear_config or (
             str(shipped_config(cell.column.linear_config)) if cell.column.linear_config else None)
         steps = [functools.partial(evaluated, linear_config_path=linear, disk=False, device=device,
                                    eval_dataset=cell.column.eval_dataset)]  # fmt: skip
-        after = [job_name(c) for c in cells if c.run_dir == cell.run_dir and c is not cell
-                 and not c.row.finetune]  # fmt: skip
+        after = [names[id(c)] for c in cells[:index] if c.run_dir == cell.run_dir]
         twin = None
         if cell.column.robust_config:
             twins = [c for c in cells if c.column is cell.column and c.seed == cell.seed
                      and c.row.key == cell.row.twin]  # fmt: skip
             twin = str(twins[0].run_dir) if twins else None
-            after += [job_name(c) for c in twins]
+            after += [names[id(c)] for c in twins]
             steps.append(functools.partial(robust_step, config=cell.column.robust_config,
                                            overrides=tuple(cell.robust_overrides),
                                            finetune=cell.row.finetune, twin=twin))  # fmt: skip
-        jobs.append(Job(job_name(cell), cell.run_dir, cell.prep.cfg, tuple(steps), tuple(after)))
+        jobs.append(Job(names[id(cell)], cell.run_dir, cell.prep.cfg, tuple(steps), tuple(after)))
     return jobs
 
 

@@ -49,3 +49,21 @@ def test_a_step_is_counted_from_the_recipe_and_scaled_to_its_steps():
 @pytest.mark.parametrize("precision, bits", [("16-mixed", "16"), ("bf16-mixed", "16"), (32, "32")])
 def test_the_rate_follows_the_runs_precision(precision, bits):
     assert estimate.precision_bits({"precision": precision}) == bits
+
+
+def test_a_robust_tables_jobs_wait_for_their_twin_and_their_base_run(tmp_path):
+    """HCL Table 3 as jobs: HCL after SimCLR and RHCL after RoCL (their diagnostics attack from
+    the Euclidean twin), RHCL+AT, which fine-tunes RHCL's run, after RHCL; each job trains,
+    evaluates and robust-evaluates; planned without data."""
+    from solo_hyper.reproduce import campaign, jobs
+
+    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), machine=False)
+    planned = {j.name: j for j in jobs.cell_jobs(cells, None, "auto", campaign.done)}
+    assert planned["fashionmnist-hcl-t3-s0"].after == ("fashionmnist-simclr-t3-s0",)
+    assert planned["fashionmnist-rhcl-t3-s0"].after == ("fashionmnist-rocl-t3-s0",)
+    assert set(planned["fashionmnist-rhcl-t3-s0-finetune"].after) == {
+        "fashionmnist-rhcl-t3-s0", "fashionmnist-rocl-t3-s0"}
+    assert planned["fashionmnist-rocl-t3-s0"].after == ()
+    assert all(len(j.steps) == 2 for j in planned.values())  # evaluation, robust evaluation
+    fine = planned["fashionmnist-rhcl-t3-s0-finetune"]
+    assert fine.run_dir == planned["fashionmnist-rhcl-t3-s0"].run_dir and fine.steps[1].keywords["finetune"]
