@@ -35,8 +35,9 @@ class Cluster:
 
     partition: str | None = None
     account: str | None = None
-    gpus_per_job: int = 1
-    cpus_per_job: int = 8
+    gpus_per_job: int = 1  # per node
+    nodes: int = 1  # a multi-node run: the config's num_nodes
+    cpus_per_job: int = 8  # per node
     mem_gb: int = 32
     time_min: int = 24 * 60
     array_parallelism: int = 64
@@ -45,7 +46,8 @@ class Cluster:
     def describe(self) -> str:
         where = f"partition {self.partition}" if self.partition else "the default partition"
         account = f", account {self.account}" if self.account else ""
-        return (f"{self.gpus_per_job} GPU(s), {self.cpus_per_job} CPU(s), {self.mem_gb} GB, "
+        nodes = f"{self.nodes} nodes, each " if self.nodes > 1 else ""
+        return (f"{nodes}{self.gpus_per_job} GPU(s), {self.cpus_per_job} CPU(s), {self.mem_gb} GB, "
                 f"{self.time_min} min time limit on {where}{account}; at most "
                 f"{self.array_parallelism} at a time")  # fmt: skip
 
@@ -96,7 +98,7 @@ def executor_for(kind: str, cluster: Cluster, folder: Path):
     extra = {"slurm_partition": cluster.partition} if cluster.partition else {}
     extra |= {"slurm_account": cluster.account} if cluster.account else {}
     executor.update_parameters(
-        name="solo-hyper", nodes=1, tasks_per_node=tasks, gpus_per_node=cluster.gpus_per_job,
+        name="solo-hyper", nodes=cluster.nodes, tasks_per_node=tasks, gpus_per_node=cluster.gpus_per_job,
         cpus_per_task=max(1, cluster.cpus_per_job // tasks), mem_gb=cluster.mem_gb,
         timeout_min=cluster.time_min, slurm_array_parallelism=cluster.array_parallelism,
         slurm_signal_delay_s=cluster.signal_delay_s, **extra,
