@@ -509,7 +509,9 @@ def _attacked(
         parts = {**model, "attack": None if spec is None else describe(spec)}
         return cache.json("attack", parts, compute)
 
-    entries = {label: measured(label, spec) for label, spec in rcfg["attacks"].items()}
+    # AutoAttack's columns first where it ran (the robust number), PGD's beside them
+    ordered = sorted(rcfg["attacks"].items(), key=lambda item: not isinstance(item[1], AutoAttackSpec))
+    entries = {label: measured(label, spec) for label, spec in ordered}
     clean = next(iter(entries.values()), None) or measured("A_nat", None)
     accuracy = {"A_nat": clean["accuracy"]["A_nat"]}
     counts = {"A_nat": clean["images"]["A_nat"]}
@@ -620,9 +622,7 @@ LEGEND = (f"{MARK} gradient masking flagged by the diagnostics (diagnostics.md):
 
 
 def table_columns(rows: list[dict]) -> list[str]:
-    """AutoAttack's columns first where it ran (the robust number), PGD's beside them."""
     attacks = [k for k in rows[0] if is_attack(k)] if rows else []
-    attacks = [k for k in attacks if k.startswith("AA")] + [k for k in attacks if not k.startswith("AA")]
     notes = [k for k in ("masking", "strength") if any(k in r for r in rows)]
     return ["method", "protocol", "A_nat", *attacks, *notes]
 

@@ -8,8 +8,9 @@ attack everywhere else, all on one fixed class-stratified subset of test images
 - a: AutoAttack's standard version at the paper's radius 8/255 for RoCL and RHCL (LE and r-LE)
   and for SimCLR and HCL (LE);
 - b: APGD-CE + APGD-T (the standard version's first two stages, exactly as it configures them)
-  at 8/255 for every other row, head and control, and at 0.1 (the Fashion-MNIST literature's
-  radius) for RoCL and RHCL;
+  at 8/255 for every row, head and control (the rows of part a too, so that every pair of the
+  table, the clean pairs included, has one attack in common beyond PGD), and at 0.1 (the
+  Fashion-MNIST literature's radius) for RoCL and RHCL;
 - c: APGD-CE + APGD-T at 16/255 for RoCL and RHCL, as the budget allows.
 
 Each part is one or more ``reproduce`` jobs (rows and ``--robust-set`` overrides); every
@@ -82,9 +83,9 @@ PARTS: dict[str, tuple[Part, ...]] = {
             Job(("rocl", "rhcl"), (*COMMON, AA_8), attack="AA"),
             Job(("simclr", "hcl"), (*COMMON, AA_8, LE_ONLY), attack="AA"),
         )),
-        Part("b", "APGD-CE + APGD-T at 8/255 for every other row, head and control; at 0.1 for "
-             "RoCL and RHCL", (
-            Job(("simclr", "hcl", "simclr-rocl-recipe", "hcl-rhcl-recipe", "rhcl-at"),
+        Part("b", "APGD-CE + APGD-T at 8/255 for every row, head and control (every pair then has "
+             "one attack in common); at 0.1 for RoCL and RHCL", (
+            Job(("simclr", "hcl", "simclr-rocl-recipe", "hcl-rhcl-recipe", "rocl", "rhcl", "rhcl-at"),
                 (*COMMON, NO_AA_8, APGD_8), controls=True),
             Job(("rocl", "rhcl"), (*COMMON, NO_AA_8, APGD_01)),
         )),

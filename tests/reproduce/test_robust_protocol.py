@@ -34,6 +34,8 @@ def test_the_parts_attack_as_the_protocol_says():
     assert [_autoattacks(j) for j in b.jobs] == [[AutoAttackSpec(8 / 255, "custom", stages)],
                                                  [AutoAttackSpec(0.1, "custom", stages)]]  # fmt: skip
     assert b.jobs[0].controls and not any(j.controls for j in a.jobs)
+    # every row under one common attack at 8/255, so every pair of the table pairs under it
+    assert set(b.jobs[0].rows) == rows and b.jobs[1].rows == ("rocl", "rhcl")
     assert _autoattacks(c.jobs[0]) == [AutoAttackSpec(16 / 255, "custom", stages)]
 
 
