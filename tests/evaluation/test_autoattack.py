@@ -297,6 +297,22 @@ def test_the_checks_can_fail_on_their_numbers():
     assert "PGD-3 at eps 0.5: 100.0 (chance 50.0)" in next(c.detail for c in always.checks
                                                           if c.name == "unbounded")  # fmt: skip
 
+    class Bright(nn.Module):
+        """Right once the image's mean brightness passes 0.05: a black image is wrong, and the
+        larger the random start's noise, the more often it is right (no gradient anywhere)."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            right = (x.flatten(1).mean(1) > 0.05).float()
+            return torch.stack([right, 1 - right], 1) + 0 * x.flatten(1).sum(1, keepdim=True)
+
+    spec = DiagnosticsSpec(images=20, eps=0.1, steps=2, long_steps=3, restarts=2,
+                           sweep=(0.1, 0.3), square_queries=5)  # fmt: skip
+    x = torch.zeros(20, 1, 8, 8)
+    rising = diagnose(Bright(), x, y, spec, "rising")
+    assert _checks(rising)["monotone"]  # 0% at eps 0.1, 100% at 0.3: accuracy rose with eps
+    assert "0.1: 0.0, 0.3: 100.0, 0.5: 100.0" in next(c.detail for c in rising.checks
+                                                      if c.name == "monotone")  # fmt: skip
+
 
 def test_strength_report_says_how_much_stronger_attacks_lower_pgd20():
     from solo_hyper.evaluation.diagnostics import Strength
