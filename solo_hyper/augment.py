@@ -108,9 +108,14 @@ def crop_noise(entries: Sequence[dict] | None) -> list[nn.Module | None]:
     return out
 
 
+def to_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (or float in [0, 1]) images (B, C, H, W) -> float in [0, 1], channels as stored."""
+    return images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
+
+
 def to_float_rgb(images: torch.Tensor) -> torch.Tensor:
     """uint8 (or float in [0, 1]) images (B, C, H, W) -> float in [0, 1] with 3 channels."""
-    x = images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
+    x = to_float(images)
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
@@ -182,9 +187,17 @@ class DeviceAugmentation(nn.Module):
                     out.append(self.normalize(crop) if normalize else crop)
         return out
 
-    def evaluation_view(self, images: torch.Tensor, normalize: bool = True) -> torch.Tensor:
-        """Validation images: resized (shorter side) and centre-cropped to the first crop size."""
-        x = to_float_rgb(images)
+    def evaluation_view(
+        self, images: torch.Tensor, normalize: bool = True, stored_channels: bool = False
+    ) -> torch.Tensor:
+        """Validation images: resized (shorter side) and centre-cropped to the first crop size.
+
+        ``stored_channels`` (pixels only): a grey image keeps its one channel, the threat model
+        of every grey-image robustness number (an attack then perturbs the image as stored; the
+        attacked model repeats the channel, ``evaluation.adversarial.PixelClassifier``)."""
+        if stored_channels and normalize:
+            raise ValueError("evaluation_view: stored_channels gives pixels (normalize=False)")
+        x = to_float(images) if stored_channels else to_float_rgb(images)
         if x.shape[-1] != self.val_size or x.shape[-2] != self.val_size:
             h, w = x.shape[-2:]
             scale = self.val_size / min(h, w)

@@ -156,19 +156,47 @@ def _reproduce(args: argparse.Namespace) -> None:
     if args.table is None:
         raise ConfigError("reproduce needs a table name (python -m solo_hyper reproduce --list "
                           "names them)")  # fmt: skip
-    extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides, rows=args.rows,
-                 columns=args.columns, data_root=args.data_root,
-                 robust_overrides=args.robust_overrides)  # fmt: skip
+    extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides,
+                 columns=args.columns, data_root=args.data_root)  # fmt: skip
     launch = launch_options(args)
-    if args.dry_run:  # on any machine: no data is read or downloaded
-        cells = campaign.plan(args.table, args.scale, out=args.out, machine=False, **extra)
-        print(campaign.dry_run_text(args.table, args.scale, cells, args.out, not args.no_controls))
-        print(campaign.launch_text(args.scale, cells, launch))
-        return
-    path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
-                              device=args.device, quiet=args.quiet, log=_stderr,
-                              controls=not args.no_controls, launch=launch, **extra)  # fmt: skip
-    print(path.read_text())
+    jobs = [(args.rows, list(args.robust_overrides), not args.no_controls)]
+    if args.robust_part is not None:
+        jobs = _robust_part_jobs(args)
+    for rows, robust_overrides, controls in jobs:
+        if args.dry_run:  # on any machine: no data is read or downloaded
+            cells = campaign.plan(args.table, args.scale, out=args.out, rows=rows, machine=False,
+                                  robust_overrides=robust_overrides, **extra)  # fmt: skip
+            print(campaign.dry_run_text(args.table, args.scale, cells, args.out, controls))
+            print(campaign.launch_text(args.scale, cells, launch))
+            continue
+        path = campaign.reproduce(args.table, args.scale, args.out, rows=rows,
+                                  robust_overrides=robust_overrides,
+                                  linear_config=args.linear_config, device=args.device,
+                                  quiet=args.quiet, log=_stderr, controls=controls,
+                                  launch=launch, **extra)  # fmt: skip
+        print(path.read_text())
+    if args.dry_run:
+        from solo_hyper.reproduce import robust_protocol
+
+        if args.scale == "cpu" and args.table in robust_protocol.PARTS:
+            seeds = len(args.seeds) if args.seeds else len(campaign.DEFAULT_SEEDS)
+            print(robust_protocol.estimate_text(args.table, seeds, args.robust_part))
+
+
+def _robust_part_jobs(args: argparse.Namespace) -> list[tuple[list[str], list[str], bool]]:
+    """--robust-part: the part's jobs (rows, robust overrides, controls), the command's own
+    --robust-set after the part's; --rows would contradict the part."""
+    from solo_hyper.config import ConfigError
+    from solo_hyper.reproduce import robust_protocol
+
+    if args.rows is not None:
+        raise ConfigError("--robust-part names its own rows; leave out --rows")
+    if args.scale != "cpu":
+        raise ConfigError("--robust-part is the CPU protocol; the GPU scale runs the standard "
+                          "AutoAttack everywhere (configs/robust/cifar10.yaml)")  # fmt: skip
+    part = robust_protocol.part(args.table, args.robust_part)
+    return [(list(job.rows), [*job.overrides, *args.robust_overrides],
+             job.controls and not args.no_controls) for job in part.jobs]  # fmt: skip
 
 
 def launch_options(args: argparse.Namespace):
@@ -406,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--robust-set", dest="robust_overrides", nargs="*", default=[],
                    help="overrides of the robust evaluation of every run and control (HCL Table "
                    "3), e.g. evaluation.attacks.aa_8=null")  # fmt: skip
+    p.add_argument("--robust-part", default=None, metavar="PART",
+                   help="one part of the table's CPU robust protocol (HCL Table 3: a, b, c; "
+                   "reproduce/robust_protocol.py), its rows and attacks; --dry-run prints every "
+                   "part's CPU estimate")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="the runs and the estimated time only")
     p.add_argument("--no-controls", action="store_true",
                    help="no controls (each run's untrained backbone, the raw pixels)")  # fmt: skip

@@ -69,3 +69,33 @@ def inference_backbone(model: nn.Module, device: torch.device) -> Iterator[bool]
         yield last
     finally:
         setattr(model, attr, original)
+
+
+class _ChannelsLastInput(nn.Module):
+    """Runs ``module`` on its input laid out channels-last (a differentiable copy)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x.contiguous(memory_format=torch.channels_last))
+
+
+@contextlib.contextmanager
+def attacked_at_inference_speed(model: nn.Module, device: torch.device) -> Iterator[nn.Module]:
+    """While the block runs, ``model`` (a classifier in eval mode whose backbone is frozen: PGD,
+    AutoAttack, the diagnostics, the r-LE head's attack) computes through the folded,
+    channels-last backbone of ``inference_backbone``: the same logits and input gradients up to
+    float rounding (tests/evaluation/test_attacked_speed.py), at the speed measured in
+    benchmarks/results/attacked-model.md. The fast copy's parameters take no gradient; the
+    model's own backbone is put back afterwards. Not for training the backbone (its BatchNorm
+    must then see batch statistics)."""
+    with inference_backbone(model, device) as last:
+        attr = backbone_attr(model)
+        fast = getattr(model, attr, None)
+        if isinstance(fast, nn.Module):
+            fast.requires_grad_(False)
+            if last:
+                setattr(model, attr, _ChannelsLastInput(fast))
+        yield model
