@@ -52,6 +52,7 @@ from solo_hyper.run.identity import (
 )
 from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
+from solo_hyper.run.progress import StepProgressBar
 from solo_hyper.run.resume import ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
@@ -273,6 +274,8 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     if quiet:
         kwargs.setdefault("enable_progress_bar", False)
         kwargs.setdefault("enable_model_summary", False)
+    if kwargs.get("enable_progress_bar", True):
+        callbacks.append(StepProgressBar())
     trainer = pl.Trainer(
         **kwargs,
         logger=run_loggers or False,
