@@ -27,21 +27,26 @@ _SKIPPED = (str(Path(torch.__file__).parent), __file__)  # frames that are not t
 
 @dataclass(frozen=True)
 class HostRead:
-    """One read: what read the value (``item``, ``__bool__``, ``aten._local_scalar_dense``...)
-    and where (``file:line`` of the first frame outside torch)."""
+    """One read: what read the value (``item``, ``__bool__``, ``aten._local_scalar_dense``...),
+    where (``file:line`` of the first frame outside torch) and ``origin``, the innermost frame
+    (inside torch when torch's own code read it, e.g. an optimiser's host-side step count)."""
 
     kind: str
     where: str
+    origin: str = ""
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.where}"
 
 
-def _caller() -> str:
-    for frame in reversed(traceback.extract_stack()):
+def _frames() -> tuple[str, str]:
+    """(the first frame outside torch, the innermost frame outside this module)."""
+    stack = [f for f in reversed(traceback.extract_stack()) if f.filename != __file__]
+    origin = f"{stack[0].filename}:{stack[0].lineno}" if stack else "?"
+    for frame in stack:
         if not frame.filename.startswith(_SKIPPED):
-            return f"{frame.filename}:{frame.lineno}"
-    return "?"
+            return f"{frame.filename}:{frame.lineno}", origin
+    return "?", origin
 
 
 class _ScalarReads(TorchDispatchMode):
@@ -72,7 +77,7 @@ class HostReads:
 
     def _record(self, kind: str) -> None:
         if self._depth == 0:
-            self.reads.append(HostRead(kind, _caller()))
+            self.reads.append(HostRead(kind, *_frames()))
 
     def _spy(self, name: str, original: Callable) -> Callable:
         @functools.wraps(original)
