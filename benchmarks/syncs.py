@@ -99,22 +99,24 @@ def count_reads(
     reads, marks = HostReads(), []
 
     class Marks(pl.Callback):
-        def on_train_batch_start(self, *args, **kwargs) -> None:
-            if sync_debug and len(marks) == 1:  # after the first step: the steady state
-                torch.cuda.set_sync_debug_mode("error")
-
         def on_train_batch_end(self, *args, **kwargs) -> None:
             if sync_debug:
                 torch.cuda.set_sync_debug_mode("default")
             marks.append(len(reads))
+            if sync_debug and 1 <= len(marks) <= steps - 2:  # the next step is a steady one
+                torch.cuda.set_sync_debug_mode("error")
 
     config = ROOT / "configs/pretrain/fashionmnist" / f"{method}.yaml"
     with tempfile.TemporaryDirectory() as run_root:
         overrides = small_config(method, steps, batch_size, "gpu" if device == "cuda" else device,
                                  run_root, log_every, extra)  # fmt: skip
         prep = prepare(str(config), overrides)
-        with reads:
-            pretrain(prep, quiet=False, callbacks=[Marks()])
+        try:
+            with reads:
+                pretrain(prep, quiet=False, callbacks=[Marks()])
+        finally:
+            if sync_debug:
+                torch.cuda.set_sync_debug_mode("default")
     bounds = [0, *marks]
     return StepReads(method, [reads.reads[a:b] for a, b in zip(bounds, bounds[1:])], log_every)
 
