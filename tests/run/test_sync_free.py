@@ -128,3 +128,29 @@ def test_checking_every_step_gives_the_weights_of_the_deferred_checks(tmp_path, 
     deferred = final_weights("hcl", tmp_path / "deferred")
     monkeypatch.setattr(train, "NonFiniteLossGuard", functools.partial(NonFiniteLossGuard, every_step=True))
     assert final_weights("hcl", tmp_path / "every-step") == deferred
+
+
+class BarState(pl.Callback):
+    """What the progress bar shows when training ends, and each step's loss and online
+    classifier loss (read here, in the test, not by the bar)."""
+
+    def __init__(self) -> None:
+        self.method_losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, *args) -> None:
+        classifier = trainer.callback_metrics["train_class_loss_step"]
+        self.method_losses.append(float(outputs["loss"]) - float(classifier))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        bar = trainer.progress_bar_callback
+        self.total, self.n = bar.main_progress_bar.total, bar.main_progress_bar.n
+        self.postfix = bar.main_progress_bar.postfix
+
+
+def test_the_progress_bar_counts_training_steps_and_shows_the_methods_loss(tmp_path, fashion_mnist_available):
+    state = BarState()
+    cfg = tiny_config("hcl", enable_progress_bar=True, log_every_n_steps=2,
+                      checkpoint={"enabled": False, "dir": str(tmp_path)})  # fmt: skip
+    pretrain(prepare(None, base=cfg), callbacks=[state])
+    assert (state.total, state.n) == (4, 4)  # 64 images in batches of 16; validation not counted
+    assert f"loss={state.method_losses[-1]:.3g}" in state.postfix
