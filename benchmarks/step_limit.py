@@ -152,7 +152,7 @@ def run_steps(method: str, batch_size: int, steps: int, device: str, channels_la
         accelerator="gpu" if device == "cuda" else "cpu", devices=1, max_steps=steps,
         limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[TrainingLayout(channels_last, compile), Clock()],
+        callbacks=[TrainingLayout(channels_last, compile), Clock(), *_EXTRA_CALLBACKS],
     )  # fmt: skip
     trainer.fit(model, loader)
     seconds = [b - a for a, b in zip(ends, ends[1:])]
@@ -160,6 +160,36 @@ def run_steps(method: str, batch_size: int, steps: int, device: str, channels_la
     final = {k: v.detach().float().cpu().clone() for k, v in model.state_dict().items()
              if v.is_floating_point()}  # fmt: skip
     return StepRun(seconds[skip - 1:], augment_seconds[skip + 1:], flops["n"], final)
+
+
+def profile_step(method: str, batch_size: int, device: str, rows: int = 10) -> str:
+    """Where a step's time goes: the ops with the most self time over 3 steps (after one)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from solo_hyper.solo import adapter
+
+    pl = adapter.LIGHTNING
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    prof = profile(activities=activities)
+
+    class Window(pl.Callback):
+        def on_train_batch_end(self, trainer, *args) -> None:
+            if trainer.global_step == 1:
+                prof.__enter__()
+            elif trainer.global_step == 4:
+                prof.__exit__(None, None, None)
+
+    global _EXTRA_CALLBACKS
+    _EXTRA_CALLBACKS = [Window()]
+    try:
+        run_steps(method, batch_size, 5, device, count_flops=False)
+    finally:
+        _EXTRA_CALLBACKS = []
+    key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
+_EXTRA_CALLBACKS: list = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,11 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--methods", nargs="+", default=["simclr", "hcl", "ebclr"])
     parser.add_argument("--compile", action="store_true", help="also the compiled backbone")
+    parser.add_argument("--profile", metavar="METHOD", help="only: where METHOD's step time goes")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     import logging
 
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+    if args.profile:
+        print(profile_step(args.profile, args.batch_size, args.device))
+        return 0
     limit = matmul_gflops(args.device)
     convs = conv_gflops(args.device, args.batch_size)
     print(f"device {args.device}, {torch.get_num_threads()} threads; fp32 limit: 2048^2 matmul "
