@@ -42,32 +42,38 @@ class StepProgressBar(pl.callbacks.TQDMProgressBar):
         super().__init__()
         self._shown: dict[str, Any] = {}
 
+    @property
+    def bar(self) -> Any:
+        """The training bar (Lightning 2: ``train_progress_bar``, 1.9: ``main_progress_bar``)."""
+        if hasattr(type(self), "train_progress_bar"):
+            return self.train_progress_bar
+        return self.main_progress_bar
+
     def on_train_epoch_start(self, trainer, *args: Any) -> None:
         total = self.total_train_batches
         if trainer.max_steps and trainer.max_steps > 0:
             total = min(total, trainer.max_steps - trainer.global_step)
-        self.main_progress_bar.reset(total if total != float("inf") else None)
-        self.main_progress_bar.initial = 0
-        self.main_progress_bar.set_description(f"Epoch {trainer.current_epoch}")
+        self.bar.reset(total if total != float("inf") else None)
+        self.bar.initial = 0
+        self.bar.set_description(f"Epoch {trainer.current_epoch}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args: Any) -> None:
-        steps = self.train_batch_idx
-        last = steps == self.main_progress_bar.total
-        if not self.is_enabled or not (is_logging_step(trainer) or last):
+        steps = batch_idx + 1
+        if not self.is_enabled or not (is_logging_step(trainer) or steps == self.bar.total):
             return
         loss = method_loss(trainer, outputs)
         if loss is not None:
             self._shown["loss"] = f"{loss:.3g}"
-        self.main_progress_bar.n = steps
-        self.main_progress_bar.set_postfix(self.get_metrics(trainer, pl_module))
+        self.bar.n = steps
+        self.bar.set_postfix(self.get_metrics(trainer, pl_module))
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        if not self.main_progress_bar.disable:
-            self.main_progress_bar.set_postfix(self.get_metrics(trainer, pl_module))
+        if not self.bar.disable:
+            self.bar.set_postfix(self.get_metrics(trainer, pl_module))
 
-    def on_validation_batch_end(self, trainer, *args: Any) -> None:
-        if self._should_update(self.val_batch_idx, self.val_progress_bar.total):
-            self.val_progress_bar.n = self.val_batch_idx
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
+        if self._should_update(batch_idx + 1, self.val_progress_bar.total):
+            self.val_progress_bar.n = batch_idx + 1
             self.val_progress_bar.refresh()
 
     def get_metrics(self, trainer, pl_module) -> dict[str, Any]:
