@@ -1,13 +1,25 @@
-"""A few HCL training steps on CUDA in bf16 with the kornia augmentation on the GPU.
+"""The GPU check in one command: a few HCL training steps on CUDA in bf16 with the kornia
+augmentation on the GPU, the synchronisation check of the training step, the step's speed
+against the GPU's fp32 limit.
 
     python scripts/gpu_smoke.py [--steps 6] [--batch-size 256] [--config configs/pretrain/fashionmnist/hcl.yaml]
+                                [--no-sync-check] [--no-bench]
 
-Prints what it saw: the device and dtype of the augmented crops, the dtype of the backbone
-features (bf16 under autocast) and of z (the hyperbolic math runs in float32), every step's loss
-and whether it is finite, and the median step time after a warm-up step. Without CUDA (or without
-bf16 support) it says so and exits 0 having run nothing; it exits 1 if a loss is not finite.
-``--device cpu`` runs the same steps on the CPU (bf16 autocast there) to check the script itself
-on a machine without a GPU; that is not a GPU check and the output says so.
+1. The bf16 steps: prints what it saw, the device and dtype of the augmented crops, the dtype of
+   the backbone features (bf16 under autocast) and of z (the hyperbolic math runs in float32),
+   every step's loss and whether it is finite, and the median step time after a warm-up step.
+2. The synchronisation check (``benchmarks/syncs.py``): for one method of each family (hcl,
+   rhcl, ebclr and solo-learn's simclr) a few steps under ``pretrain`` with every host read
+   counted, the steady-state steps under ``torch.cuda.set_sync_debug_mode("error")``, which
+   raises at any synchronisation (host-to-device copies and ``mem_get_info`` included); prints
+   the reads per 100 steps and "sync-free" or the line that synchronised.
+3. The benchmarks of ``benchmarks/step_limit.py`` on cuda: the fp32 limit, each method's
+   fraction of it, the augmentation's share, channels-last and compile ratios.
+
+Without CUDA (or without bf16 support) it says so and exits 0 having run nothing; it exits 1 if a
+loss is not finite or a step synchronised. ``--device cpu`` runs 1 and 2 (without the CUDA sync
+mode) on the CPU to check the script itself on a machine without a GPU, and 3 only with
+``--bench``; that is not a GPU check and the output says so.
 """
 
 from __future__ import annotations
@@ -33,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--device", choices=("cuda", "cpu"), default="cuda",
         help="cpu: the same steps on the CPU, to check this script without a GPU",
     )  # fmt: skip
+    parser.add_argument("--no-sync-check", action="store_true", help="leave out check 2")
+    parser.add_argument("--bench", action=argparse.BooleanOptionalAction, default=None,
+                        help="check 3 (default: on cuda only)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.steps < 2 or args.batch_size < 2:
         parser.error("--steps and --batch-size must be >= 2 (one warm-up step, pairs of views)")
@@ -91,7 +106,6 @@ def main(argv: list[str] | None = None) -> int:
 
     seen: dict[str, object] = {}
     crops_fn = model.device_augmentation.crops
-    project_fn = model.project
     encoder_fwd = model.encoder.forward
 
     def crops(*a, **k):
@@ -104,12 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         seen["feats"] = f"{feats.dtype} on {feats.device}"
         return feats
 
-    def project(feats):
-        z = project_fn(feats)
+    def projected(module, inputs, z):  # the head's output, whichever path of the step calls it
         seen["z"] = f"{z.dtype} on {z.device}"
-        return z
 
-    model.device_augmentation.crops, model.project, model.encoder.forward = crops, project, encoder
+    model.projector.register_forward_hook(projected)
+    model.device_augmentation.crops, model.encoder.forward = crops, encoder
 
     class Record(adapter.LIGHTNING.Callback):
         def __init__(self) -> None:
@@ -147,7 +160,43 @@ def main(argv: list[str] | None = None) -> int:
     if len(record.seconds) > 1:
         print(f"step time: median {1000 * statistics.median(record.seconds[1:]):.1f} ms after a "
               f"{1000 * record.seconds[0]:.0f} ms warm-up step")  # fmt: skip
-    return 0 if finite and len(record.losses) == args.steps else 1
+    ok = finite and len(record.losses) == args.steps
+    if not args.no_sync_check:
+        ok = sync_check(cuda) and ok
+    if args.bench if args.bench is not None else cuda:
+        from benchmarks import step_limit
+
+        print("step against the fp32 limit (benchmarks/step_limit.py):", flush=True)
+        step_limit.main(["--device", args.device, "--batch-size", str(args.batch_size),
+                         "--steps", str(max(args.steps, 4)), "--rounds", "1", "--compile"])  # fmt: skip
+    return 0 if ok else 1
+
+
+SYNC_METHODS = ("hcl", "rhcl", "ebclr", "simclr")  # one of each family, and a solo-learn method
+
+
+def sync_check(cuda: bool) -> bool:
+    """Check 2: the steady-state steps of each family's method read nothing back (and, on cuda,
+    do not synchronise at all); True when every one is sync-free."""
+    from benchmarks.syncs import count_reads, waits_for_device
+
+    mode = 'torch.cuda.set_sync_debug_mode("error")' if cuda else "the CPU count only (no CUDA)"
+    print(f"synchronisation check ({mode}):", flush=True)
+    free = True
+    for method in SYNC_METHODS:
+        try:
+            result = count_reads(method, steps=5, batch_size=32, device="cuda" if cuda else "cpu",
+                                 sync_debug=cuda)  # fmt: skip
+        except RuntimeError as err:  # raised by the sync debug mode at the synchronising call
+            print(f"  {method}: SYNCHRONISED in a steady-state step: {err}")
+            free = False
+            continue
+        waits = [str(r) for step in result.steady() for r in step if waits_for_device(r)]
+        verdict = "sync-free" if not waits else f"{len(waits)} host reads: {waits[:3]}"
+        print(f"  {method}: {result.per_100_steps():.0f} host reads per 100 steady-state steps "
+              f"({result.per_100_steps(host_side=True):.0f} host-side), {verdict}", flush=True)  # fmt: skip
+        free = free and not waits
+    return free
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def pipeline_crop_shape(dataset: Dataset, seed: int, device: Any) -> tuple[int, 
     """(C, H, W) of the crops a CPU pipeline's training set makes (one item, read with a random
     stream of its own so that the run's randomness is untouched)."""
     with PrivateRNG(seed + 5, torch.device(device)).active():
-        return tuple(_first_crop(dataset_items(dataset, [0])).shape[1:])
+        return tuple(_first_crop(dataset_items(dataset, torch.zeros(1, dtype=torch.long))).shape[1:])
 
 
 def buffer_shape(augmentation: Any) -> tuple[int, int, int]:

@@ -81,8 +81,7 @@ def noise_std(counts: Tensor, sigma_min: float, sigma_max: float, K: float) -> T
     """
     _check_schedule(sigma_min, sigma_max, K)
     kappa = counts.to(torch.float64) if counts.dtype == torch.float64 else counts.float()
-    if bool((kappa < 0).any()):
-        raise ValueError("counts must be >= 0")
+    torch._assert_async((kappa >= 0).all(), "counts must be >= 0")  # no host read on a GPU
     return sigma_min + (sigma_max - sigma_min) * (1.0 - kappa / K).clamp_min(0.0)
 
 
@@ -189,12 +188,14 @@ def expected_restart_fraction(n: int, rho: float) -> float:
     return 1.0 - (1.0 - 1.0 / n) ** restart_draws(n, rho)
 
 
-def _last_write(slots: Tensor) -> Tensor:
-    """Positions k such that slots[k] does not occur again later (so "last write wins")."""
-    uniq, inverse = torch.unique(slots, return_inverse=True)
-    pos = torch.arange(slots.shape[0], device=slots.device)
-    last = torch.full((uniq.shape[0],), -1, dtype=pos.dtype, device=slots.device)
-    return last.scatter_reduce(0, inverse, pos, reduce="amax")
+def _last_index(slots: Tensor) -> Tensor:
+    """For each position k, the last position holding the same slot as k: writing
+    ``values[_last_index(slots)]`` to ``slots`` makes every duplicate write the same value (the
+    last one wins, whatever the order of the writes), with no output size the host must read
+    (``unique`` has one). O(n^2) comparisons of a step's n chains."""
+    same = slots[:, None] == slots[None, :]
+    positions = torch.arange(slots.shape[0], device=slots.device)
+    return torch.where(same, positions, -1).amax(dim=1)
 
 
 # The official buffer: 50,000 chains of 3x32x32 float32 (CIFAR-10), about 614 MB with its counts
@@ -222,9 +223,9 @@ class ReplayBuffer:
     """Replay buffer of SGLD chains with per-slot use counts (framework-free state).
 
     samples: (capacity, *shape) tensor on `device`; counts: (capacity,) float32 on `device`.
-    Slot draws and re-initialised positions come from the buffer's own CPU torch.Generator
-    (seeded; part of state_dict), so a restored buffer continues exactly like the original,
-    independently of the storage device.  fresh_fn(n) -> (n, *shape) supplies proposal samples
+    Slot draws and re-initialised positions come from the buffer's own torch.Generator on its
+    device (seeded; part of state_dict), so a restored buffer continues exactly like the
+    original, and a step neither copies draws to the device nor reads anything back.  fresh_fn(n) -> (n, *shape) supplies proposal samples
     (augmented data or uniform noise); its own randomness is the caller's responsibility.
 
     Args:
@@ -271,7 +272,7 @@ class ReplayBuffer:
         self.counts = torch.full(
             (capacity,), self.init_count, dtype=torch.float32, device=self.device
         )
-        self.generator = torch.Generator(device="cpu")
+        self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.initialized = False  # full only after initialize() (or a restored state)
 
@@ -322,19 +323,17 @@ class ReplayBuffer:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"rho must be in [0, 1], got {rho}")
-        slots_cpu = torch.randint(self.capacity, (n,), generator=self.generator)
-        reinit_cpu = torch.zeros(n, dtype=torch.bool)
-        reinit_cpu[torch.randint(n, (restart_draws(n, rho),), generator=self.generator)] = True
-        slots = slots_cpu.to(self.device)
+        device, g = self.device, self.generator  # drawn where the buffer lives: no copy, no read
+        slots = torch.randint(self.capacity, (n,), generator=g, device=device)
         x = self.samples[slots].clone()
         counts = self.counts[slots].clone()
-        k = int(reinit_cpu.sum())
-        if k > 0:
-            reinit = reinit_cpu.to(self.device)
-            x[reinit] = self._fresh(fresh_fn, k)
-            counts[reinit] = 0.0
-        last = _last_write(slots)
-        self.counts[slots[last]] = counts[last] + 1.0
+        draws = restart_draws(n, rho)
+        if draws > 0:  # a position drawn twice takes the later of its fresh samples
+            positions = torch.randint(n, (draws,), generator=g, device=device)
+            fresh = self._fresh(fresh_fn, draws)[_last_index(positions)]
+            x.index_copy_(0, positions, fresh)
+            counts.index_fill_(0, positions, 0.0)
+        self.counts.index_copy_(0, slots, (counts + 1.0)[_last_index(slots)])
         return x, slots, counts
 
     def update(self, slots: Tensor, x: Tensor) -> None:
@@ -346,12 +345,10 @@ class ReplayBuffer:
         if slots.numel() == 0:
             return
         slots = slots.to(device=self.device, dtype=torch.long)
-        if int(slots.min()) < 0 or int(slots.max()) >= self.capacity:
-            raise ValueError(f"slots must be in [0, {self.capacity})")
-        last = _last_write(slots)
-        self.samples[slots[last]] = x.detach()[last.to(x.device)].to(
-            device=self.device, dtype=self.samples.dtype
-        )
+        inside = ((slots >= 0) & (slots < self.capacity)).all()
+        torch._assert_async(inside, f"slots must be in [0, {self.capacity})")  # no host read
+        x = x.detach().to(device=self.device, dtype=self.samples.dtype)
+        self.samples.index_copy_(0, slots, x[_last_index(slots)])
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: samples, counts, sizes and the generator state.
@@ -386,7 +383,15 @@ class ReplayBuffer:
         self.counts.copy_(state["counts"])
         self.init_count = float(state["init_count"])
         self.initialized = bool(state["initialized"])
-        self.generator.set_state(state["generator_state"])
+        try:
+            self.generator.set_state(state["generator_state"])
+        except RuntimeError:
+            raise ValueError(
+                f"the saved replay buffer's random state is not one of a {self.device.type} "
+                "generator (saved with another buffer_device, or by an older solo-hyper whose "
+                "draws ran on the CPU): resume with the buffer_device it was saved with, or "
+                "start a new run"
+            ) from None
 
 
 # ---------------------------------------------------------------------------------- chains
@@ -459,19 +464,22 @@ class PrivateRNG:
             self.python_state = state["python"]
 
 
-def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
+def dataset_items(dataset: Dataset, indices: Tensor) -> Any:
     """The images of ``dataset`` at ``indices``, batched (solo's (index, images, target) layout):
     a tensor of un-augmented images, or, for a dataset that augments (solo-learn's CPU pipeline),
-    the list of its crops, each (N, C, H, W).
+    the list of its crops, each (N, C, H, W). A dataset with ``__getitems__`` takes the index
+    tensor as it is; one item at a time needs Python ints.
 
     Args:
         dataset: the training set.
-        indices: the items to read.
+        indices: the items to read, a CPU tensor.
     """
     getitems = getattr(dataset, "__getitems__", None)
     items = getitems(indices) if getitems is not None else None
     if items is None or (isinstance(items, list) and len(items) == len(indices)):
-        items = default_collate(items if items is not None else [dataset[i] for i in indices])
+        if items is None:
+            items = [dataset[i] for i in indices.tolist()]
+        items = default_collate(items)
     return items[1]
 
 
@@ -533,7 +541,7 @@ class Proposal:
                 return pixels_to_chain(torch.rand((n, *self.shape), device=self.device))
         idx = torch.randint(len(self.dataset), (n,), generator=self.index_generator)
         with self.rng.active():  # a dataset that augments draws from the global generators
-            return pixels_to_chain(self.augment(dataset_items(self.dataset, idx.tolist())))
+            return pixels_to_chain(self.augment(dataset_items(self.dataset, idx)))
 
     def state_dict(self) -> dict[str, Any]:
         return {"index_generator": self.index_generator.get_state(), "rng": self.rng.state_dict()}

@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "solo_hyper.geometry", "solo_hyper.losses", "solo_hyper.heads", "solo_hyper.sgld",
         "solo_hyper.attacks", "solo_hyper.augment", "solo_hyper.data", "solo_hyper.backbones",
-        "solo_hyper.distributed", "solo_hyper.threads",
+        "solo_hyper.distributed", "solo_hyper.threads", "solo_hyper.syncs",
     ),  # fmt: skip
     ("solo_hyper.metrics",),
     ("solo_hyper.objectives",),  # the methods without a framework: built on the layer above

@@ -74,6 +74,11 @@ DEFAULTS: dict[str, Any] = {
     "logger": "csv",
     "wandb": {"enabled": False, "project": "solo-hyper", "entity": None, "offline": False},
     "nan_guard": {"enabled": True},
+    # how the step runs, not what it computes (run.layout, docs/performance.md): weights in
+    # channels-last memory; the backbone compiled with torch.compile (opt-in: it did not pay on
+    # the measured CPU, see docs/performance.md)
+    "channels_last": False,
+    "compile": False,
     # Lightning Trainer keys (any other Trainer argument is accepted too)
     "max_epochs": 100,
     "devices": 1,

@@ -128,12 +128,15 @@ class Manifold(nn.Module):
         return tangent_dim
 
     @torch.no_grad()
-    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+    def check_point(self, z: torch.Tensor, name: str = "z", values: bool = True) -> None:
         """ValueError unless ``z`` is (N, P) finite points of this space (geoopt's
-        ``_check_point_on_manifold``); each space adds what lying in it means."""
+        ``_check_point_on_manifold``); each space adds what lying in it means. ``values=False``:
+        the shape only, which reads nothing back from the device (the values cost host reads)."""
         if not isinstance(z, torch.Tensor) or z.dim() != 2:
             shape = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
             raise ValueError(f"{name} must be a (N, P) tensor of points, got {shape}")
+        if not values:
+            return
         if not bool(torch.isfinite(z).all()):
             what = "NaN" if bool(torch.isnan(z).any()) else "Inf"
             raise ValueError(f"{name} holds {what} values ({int((~torch.isfinite(z)).sum())} of "
@@ -290,10 +293,10 @@ class PoincareBall(Manifold):
         return poincare_distance_form(x, y, self.curvature_for(x))
 
     @torch.no_grad()
-    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+    def check_point(self, z: torch.Tensor, name: str = "z", values: bool = True) -> None:
         """Inside the ball of this curvature: norm < 1/sqrt c (to a relative 1e-6)."""
-        super().check_point(z, name)
-        if z.shape[0] == 0:
+        super().check_point(z, name, values)
+        if not values or z.shape[0] == 0:
             return
         c = float(self.curvature)
         radius, largest = c**-0.5, float(z.detach().double().norm(dim=1).max())
@@ -337,11 +340,11 @@ class Lorentz(Manifold):
         return lorentz_distance_form(x, y, self.curvature_for(x))
 
     @torch.no_grad()
-    def check_point(self, z: torch.Tensor, name: str = "z") -> None:
+    def check_point(self, z: torch.Tensor, name: str = "z", values: bool = True) -> None:
         """On the upper sheet of the hyperboloid of this curvature: <x, x>_L = -1/c (to a
         relative 1e-3), time coordinate first and positive."""
-        super().check_point(z, name)
-        if z.shape[0] == 0:
+        super().check_point(z, name, values)
+        if not values or z.shape[0] == 0:
             return
         c, x = float(self.curvature), z.detach().double()
         inner = x[:, 1:].pow(2).sum(dim=1) - x[:, 0].pow(2)

@@ -131,6 +131,10 @@ takes the fused path while its buffers fit in a quarter of the free memory, else
 block that does."""
 
 
+AUTO_FITS: dict[tuple[int, int, torch.device, torch.dtype], int] = {}
+"""``auto_chunk_size`` per (N, M, device, dtype), as first measured: once per shape."""
+
+
 def resolve_chunk_size(
     chunk_size: int | str | None, n: int, m: int, device: torch.device, dtype: torch.dtype
 ) -> int | None:
@@ -156,7 +160,10 @@ def resolve_chunk_size(
     check_chunk_size(chunk_size)
     if chunk_size != "auto":
         return chunk_size
-    fits = auto_chunk_size(n, m, device, dtype)
+    key = (n, m, device, dtype)
+    if key not in AUTO_FITS:  # decided once: reading the free memory waits for the device
+        AUTO_FITS[key] = auto_chunk_size(n, m, device, dtype)
+    fits = AUTO_FITS[key]
     path = AUTO_PATHS.get(device.type)
     block = path.block if path is not None and m >= path.chunk_from else n
     block = min(block, fits)
@@ -227,9 +234,11 @@ def info_nce(
 
 def positive_counts(targets: torch.Tensor, targets_all: torch.Tensor) -> torch.Tensor:
     """|P(i)| = #{j != i : targets_all_j = targets_i} for anchors that are among the candidates,
-    in O((N + M) log M) without an N x M mask."""
-    values, counts = torch.unique(targets_all, return_counts=True)
-    return counts[torch.searchsorted(values, targets)] - 1
+    in O((N + M) log M) without an N x M mask, and without ``unique`` (whose output size the host
+    would have to wait for)."""
+    ordered = torch.sort(targets_all).values
+    upper = torch.searchsorted(ordered, targets, right=True)
+    return upper - torch.searchsorted(ordered, targets) - 1
 
 
 class _ChunkedInfoNCE(torch.autograd.Function):

@@ -8,8 +8,10 @@
 Each wraps the functional form of ``solo_hyper.losses`` (same values and gradients). Points
 that do not lie in the loss's space (a Lorentz (N, D+1) point given to the Poincare loss, a
 ball of another curvature, a wrong shape) are a ValueError naming the fix, not a finite loss
-of the wrong geometry (the space's ``check_point``; ``check_points=False`` skips it). Torch only,
-no solo-learn or Lightning.
+of the wrong geometry (the space's ``check_point``; ``check_points=False`` skips it). The values
+are checked on the first call (and on every call with ``check_every_call = True``), the shapes
+on every call: a value check reads the points back from the device, which a step should not wait
+for. Torch only, no solo-learn or Lightning.
 """
 
 from __future__ import annotations
@@ -46,12 +48,16 @@ class _SpaceLoss(nn.Module):
         self.space = space if space is not None else Sphere()
         self.chunk_size = chunk_size
         self.check = bool(check)
+        self.check_every_call = False  # True: the points' values on every call, not the first
+        self._values_checked = False
         self.gather_distributed = bool(gather_distributed)
 
     def check_inputs(self, **points: Tensor) -> None:
         if self.check:
+            values = self.check_every_call or not self._values_checked
             for name, z in points.items():
-                self.space.check_point(z, name)
+                self.space.check_point(z, name, values)
+            self._values_checked = True
 
 
 def _two_views(out0: Tensor, out1: Tensor) -> None:

@@ -199,6 +199,7 @@ class Objective:
         if not isinstance(args, self.Args):
             raise TypeError(f"{type(self).__name__} takes {self.Args.__name__}, got {type(args).__name__}")
         self.args, self.crop_stats = args, crop_stats
+        self._values_checked = False  # ``step`` checks the first batch's values
 
     def head(self, features_dim: int) -> SpaceProjector:
         """The projector from the encoder's features onto the declared space."""
@@ -214,10 +215,11 @@ class Objective:
         """(loss, metrics) of one step from the per-crop features and projections."""
         raise NotImplementedError
 
-    def check_batch(self, batch: Batch) -> None:
+    def check_batch(self, batch: Batch, values: bool = True) -> None:
         """ValueError, before anything is computed, for a batch this objective cannot train on:
         it must be [indexes (B,), crops, targets (B,)] with the crops the class declares, each
-        (B, C, H, W) with the same B, and finite (a NaN/Inf crop is named as such)."""
+        (B, C, H, W) with the same B, and finite (a NaN/Inf crop is named as such).
+        ``values=False``: the structure only, which reads nothing back from the device."""
         name = type(self).__name__
         if not isinstance(batch, (list, tuple)) or len(batch) != 3:
             raise ValueError(f"{name} takes a batch [indexes (B,), crops (a list of (B, C, H, W) "
@@ -247,17 +249,22 @@ class Objective:
             if x.shape[0] != size:
                 raise ValueError(f"{name}: crop {i} holds {x.shape[0]} images, the indexes {size}: "
                                  "every crop holds one view of each image of the batch")  # fmt: skip
-        for i, x in enumerate(crops):
+        for i, x in enumerate(crops if values else ()):
             if x.is_floating_point() and not bool(torch.isfinite(x).all()):
                 what = "NaN" if bool(torch.isnan(x).any()) else "Inf"
                 bad = int((~torch.isfinite(x)).sum())
                 raise ValueError(f"{name}: crop {i} holds {what} values ({bad} of {x.numel()}); "
                                  "drop or repair those images before the step")  # fmt: skip
 
+    check_every_step = False  # True: ``step`` checks the crops' values every step, not the first
+
     def step(self, net: nn.Module, batch: Batch, **inputs: Any) -> tuple[Tensor, dict[str, Tensor]]:
         """One training step outside any framework: the batch checked, prepare, encode every
-        crop, the loss."""
-        self.check_batch(batch)
+        crop, the loss. The batch's structure is checked every step, its values (NaN/Inf crops)
+        on the first step and with ``check_every_step`` (or ``check_batch(batch)`` on demand):
+        that check reads the crops back from the device, which a step should not wait for."""
+        self.check_batch(batch, values=self.check_every_step or not self._values_checked)
+        self._values_checked = True
         batch, extras = self.prepare(net, batch, **inputs)
         feats = [net.encoder(x) for x in batch[1]]
         return self.loss(net, batch, feats, [net.projector(f) for f in feats], **extras)

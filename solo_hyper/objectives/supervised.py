@@ -47,10 +47,10 @@ class Supervised(Objective):
         classifier = nn.Linear(features_dim, self.args.classes)
         return SpaceProjector(classifier, make_space("euclidean"), normalize=False)
 
-    def check_batch(self, batch: Batch) -> None:
-        super().check_batch(batch)
+    def check_batch(self, batch: Batch, values: bool = True) -> None:
+        super().check_batch(batch, values)
         targets = batch[2]
-        if len(targets) and (int(targets.min()) < 0 or int(targets.max()) >= self.args.classes):
+        if values and len(targets) and (int(targets.min()) < 0 or int(targets.max()) >= self.args.classes):
             raise ValueError(
                 f"Supervised: labels run from {int(targets.min())} to {int(targets.max())}, the "
                 f"classifier has {self.args.classes} outputs: set method_kwargs.classes to "

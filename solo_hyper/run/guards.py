@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from solo_hyper.run.checkpoints import newest_checkpoint
+from solo_hyper.run.progress import is_logging_step
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -21,18 +22,56 @@ class NonFiniteLossError(RunStopped):
 
 
 class NonFiniteLossGuard(pl.Callback):
-    """Stops the run before the optimiser applies a NaN/Inf loss (checked before backward)."""
+    """Stops the run at the first NaN/Inf loss before any checkpoint or result holds its effect.
 
-    def __init__(self, run_dir: Path | None = None) -> None:
-        self.run_dir = run_dir
+    Every step records, on the loss's device and without reading it back, the first step whose
+    loss is not finite, its epoch and that loss. The record is read (one host read) on logging
+    steps, before every checkpoint is written, before validation and at the end of training, so
+    the run stops at most ``log_every_n_steps`` steps after the bad one, never with a checkpoint
+    or ``result.json`` written after it, and the message still names the step, the loss and the
+    last finite checkpoint. ``every_step``: read the record before every backward instead (the
+    run stops before the optimiser applies the bad loss, at one host read per step).
+    """
+
+    def __init__(self, run_dir: Path | None = None, every_step: bool = False) -> None:
+        self.run_dir, self.every_step = run_dir, every_step
+        self._first: torch.Tensor | None = None  # (step, epoch, loss) of the first bad loss
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        if torch.isfinite(loss).all():
+        loss = loss.detach().float().mean()
+        if self._first is None or self._first.device != loss.device:
+            self._first = torch.full((3,), -1.0, dtype=torch.float64, device=loss.device)
+        at = (trainer.global_step, trainer.current_epoch)  # filled on the device: no copy
+        record = torch.stack([*(self._first.new_full((), v) for v in at), loss.double()])
+        first_bad = torch.isfinite(loss).logical_not() & (self._first[0] < 0)
+        self._first = torch.where(first_bad, record, self._first)
+        if self.every_step:
+            self.check()
+
+    def check(self) -> None:
+        """NonFiniteLossError if a loss recorded so far was not finite (one host read)."""
+        if self._first is None:
+            return
+        step, epoch, loss = self._first.tolist()
+        if step < 0:
             return
         last = newest_checkpoint(self.run_dir) if self.run_dir is not None else None
         where = f"the last finite checkpoint is {last}" if last else "no checkpoint was written yet"
         raise NonFiniteLossError(
-            f"non-finite loss ({float(loss.detach().float())}) at global step {trainer.global_step} "
-            f"(epoch {trainer.current_epoch}); {where}. Lower the learning rate, check the data, or "
-            "set nan_guard.enabled=false to train on regardless."
+            f"non-finite loss ({loss}) at global step {int(step)} (epoch {int(epoch)}); {where}. "
+            "Lower the learning rate, check the data, or set nan_guard.enabled=false to train on "
+            "regardless."
         )
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if is_logging_step(trainer):
+            self.check()
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self.check()  # raising here writes nothing: the previous checkpoint stays the newest
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self.check()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.check()

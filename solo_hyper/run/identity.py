@@ -24,11 +24,12 @@ from typing import IO, Any
 import yaml
 
 # keys that do not change what a run computes: where it is stored, how it is logged or shown,
-# how the data is read, where training starts from
+# how the data is read, where training starts from, the memory layout and compilation of the step
+# (the same values within float rounding)
 OPERATIONAL = (
     ("name",), ("checkpoint",), ("auto_resume",), ("resume_from_checkpoint",), ("logger",),
     ("wandb",), ("enable_progress_bar",), ("enable_model_summary",), ("log_every_n_steps",),
-    ("data", "num_workers"),
+    ("data", "num_workers"), ("channels_last",), ("compile",),
 )  # fmt: skip
 HASH_CHARS = 16
 

@@ -50,8 +50,10 @@ from solo_hyper.run.identity import (
     float32_value,
     write_json_atomic,
 )
+from solo_hyper.run.layout import TrainingLayout
 from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
+from solo_hyper.run.progress import StepProgressBar
 from solo_hyper.run.resume import ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
@@ -274,6 +276,8 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
                  *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
+    if cfg["channels_last"] or cfg["compile"]:
+        callbacks.append(TrainingLayout(cfg["channels_last"], cfg["compile"]))
     # a method's own callbacks (EBCLR: its replay buffer) come from its configure_callbacks
     run_loggers = build_loggers(cfg, run_dir, info)
     if run_loggers:
@@ -284,6 +288,8 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     if quiet:
         kwargs.setdefault("enable_progress_bar", False)
         kwargs.setdefault("enable_model_summary", False)
+    if kwargs.get("enable_progress_bar", True):
+        callbacks.append(StepProgressBar())
     trainer = pl.Trainer(
         **kwargs,
         logger=run_loggers or False,

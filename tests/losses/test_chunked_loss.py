@@ -228,6 +228,7 @@ def test_auto_resolves_to_the_fastest_measured_path_of_the_device(monkeypatch):
     from solo_hyper.objectives.base import SpaceArgs
 
     monkeypatch.setattr(infonce, "free_memory_bytes", lambda device: 2**40)
+    monkeypatch.setattr(infonce, "AUTO_FITS", {})  # decided once per shape: decide again here
     cpu, f32 = torch.device("cpu"), torch.float32
     path = AUTO_PATHS["cpu"]
     below, at = path.chunk_from - 2, path.chunk_from
@@ -241,6 +242,9 @@ def test_auto_resolves_to_the_fastest_measured_path_of_the_device(monkeypatch):
     gpu = torch.device("cuda")
     assert resolve_chunk_size("auto", 8 * at, 8 * at, gpu, f32) is None  # fits: fused
     monkeypatch.setattr(infonce, "free_memory_bytes", lambda device: 5 * 8 * at * 4 * 4 * 100)
+    # decided once per (shape, device): the free memory is read again only for a new shape
+    assert resolve_chunk_size("auto", 8 * at, 8 * at, gpu, f32) is None
+    infonce.AUTO_FITS.clear()
     assert resolve_chunk_size("auto", 8 * at, 8 * at, gpu, f32) == 100  # the memory's block
     assert resolve_chunk_size("auto", 8 * at, 8 * at, cpu, f32) == min(100, path.block)
     # auto is the default of every loss and of the objectives' arguments

@@ -103,9 +103,11 @@ def test_supervised_loss_is_the_cross_entropy_of_the_classifier_over_every_crop(
     assert torch.allclose(grad, expected, rtol=1e-9, atol=1e-12)
     assert float(metrics["train_acc1"]) == pytest.approx(
         100.0 * float((logits.argmax(1) == targets).double().mean()))
-    batch[2] = batch[2] + 3  # labels 3..6 for a 4-way classifier
+    batch[2] = batch[2] + 3  # labels 3..6 for a 4-way classifier: refused on demand and on the
+    with pytest.raises(ValueError, match="set method_kwargs.classes"):  # first step (values are
+        objective.check_batch(batch)  # read then only: docs/performance.md)
     with pytest.raises(ValueError, match="set method_kwargs.classes"):
-        objective.step(net, batch)
+        Supervised(SupervisedArgs(classes=4)).step(net, batch)
 
 
 def test_every_method_has_an_objective():

@@ -1,0 +1,112 @@
+"""Counting the host reads of tensor values: each one makes the host wait for the device.
+
+A ``.item()``, ``bool(tensor)``, ``float(tensor)``, ``int(tensor)``, ``.tolist()`` or ``.numpy()``
+in a training step stops the host until the device has computed the value, so the step cannot
+queue its next kernels ahead. ``HostReads`` records every such read while it is active: the
+dispatcher's ``aten._local_scalar_dense`` (what every scalar read becomes) and spies on the Python
+methods (``tolist`` and ``numpy`` of a CPU tensor never reach the dispatcher), each read with the
+line of code that made it. On the CPU this sees the reads; it cannot see host-to-device copies or
+``torch.cuda.mem_get_info``, which ``torch.cuda.set_sync_debug_mode("error")`` catches on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+SPIED = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__")
+_SKIPPED = (str(Path(torch.__file__).parent), __file__)  # frames that are not the caller's
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """One read: what read the value (``item``, ``__bool__``, ``aten._local_scalar_dense``...),
+    where (``file:line`` of the first frame outside torch) and ``origin``, the innermost frame
+    (inside torch when torch's own code read it, e.g. an optimiser's host-side step count)."""
+
+    kind: str
+    where: str
+    origin: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.where}"
+
+
+def _frames() -> tuple[str, str]:
+    """(the first frame outside torch, the innermost frame outside this module)."""
+    stack = [f for f in reversed(traceback.extract_stack()) if f.filename != __file__]
+    origin = f"{stack[0].filename}:{stack[0].lineno}" if stack else "?"
+    for frame in stack:
+        if not frame.filename.startswith(_SKIPPED):
+            return f"{frame.filename}:{frame.lineno}", origin
+    return "?", origin
+
+
+class _ScalarReads(TorchDispatchMode):
+    """Sees every ``aten._local_scalar_dense`` (the dispatcher's side of a scalar read)."""
+
+    def __init__(self, counter: HostReads) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.counter._record("aten._local_scalar_dense")
+        return func(*args, **(kwargs or {}))
+
+
+class HostReads:
+    """``with HostReads() as reads:`` records every host read of a tensor value in ``reads.reads``
+    (one ``HostRead`` each; a spied call that reaches the dispatcher counts once)."""
+
+    def __init__(self) -> None:
+        self.reads: list[HostRead] = []
+        self._depth = 0
+        self._saved: dict[str, Any] = {}
+        self._mode = _ScalarReads(self)
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    def _record(self, kind: str) -> None:
+        if self._depth == 0:
+            self.reads.append(HostRead(kind, *_frames()))
+
+    def _spy(self, name: str, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def spied(tensor, *args, **kwargs):
+            self._record(name)
+            self._depth += 1
+            try:
+                return original(tensor, *args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return spied
+
+    def __enter__(self) -> HostReads:
+        for name in SPIED:
+            self._saved[name] = torch.Tensor.__dict__.get(name)
+            setattr(torch.Tensor, name, self._spy(name, getattr(torch.Tensor, name)))
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+        for name, original in self._saved.items():
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+        self._saved.clear()
+
+    def since(self, start: int) -> list[HostRead]:
+        """The reads recorded after the first ``start`` ones."""
+        return self.reads[start:]
