@@ -477,6 +477,17 @@ def main(argv: list[str] | None = None) -> int:
             return err.exit_code
 
 
+def check_configs_first(args: argparse.Namespace) -> None:
+    """The pretraining configs a command names, keys and types, checked before solo-learn and
+    Lightning load (seconds instead of about ten): a misspelt key is reported at once."""
+    from solo_hyper.config.trainer_keys import check_pretrain_config
+
+    paths = {"pretrain": [getattr(args, "config", None)], "compare": getattr(args, "configs", None),
+             "sweep": getattr(args, "config", None)}.get(args.command) or []  # fmt: skip
+    for path in paths:
+        check_pretrain_config(path, args.overrides)
+
+
 def _main(argv: list[str]) -> int:
     from solo_hyper.cli.quiet import filtered_warnings, quiet_run
 
@@ -495,20 +506,26 @@ def _main(argv: list[str]) -> int:
     if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
         argv = overrides_last(argv, own_options(parser, argv[0]))
     args = parser.parse_args(argv)
+    from solo_hyper.config import ConfigError
+
+    try:
+        if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
+            from solo_hyper.cli.solo_flags import to_overrides
+
+            args.overrides = [*args.overrides, *to_overrides(solo_flags)]
+        check_configs_first(args)
+    except ConfigError as err:
+        print(f"solo-hyper: error: {err}", file=sys.stderr)
+        return 2
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
         # time (about 14 lines a user can do nothing about): load them once, filtered
         with filtered_warnings(verbose):
             import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
-    from solo_hyper.config import ConfigError
     from solo_hyper.data import DatasetNotFoundError
 
     try:
         with quiet_run(verbose):
-            if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
-                from solo_hyper.cli.solo_flags import to_overrides
-
-                args.overrides = [*args.overrides, *to_overrides(solo_flags)]
             args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)
