@@ -56,7 +56,7 @@ def _compare(args: argparse.Namespace) -> None:
         linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
         seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
-        controls=not args.no_controls,
+        controls=not args.no_controls, eval_budget=args.eval_budget,
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -94,9 +94,9 @@ def _sweep(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.sweep import COLUMNS, resolve_sweep, sweep
 
     rows = sweep(
-        args.target, args.config, args.out, args.values, args.epochs, args.overrides,
+        args.target, args.configs, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
-        controls=not args.no_controls,
+        controls=not args.no_controls, eval_budget=args.eval_budget,
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
     stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
@@ -220,6 +220,13 @@ def _evaluation_args(p: argparse.ArgumentParser) -> None:
         "--no-controls", action="store_true",
         help="no controls (each run's untrained backbone and the raw pixels, evaluated alike)",
     )  # fmt: skip
+    p.add_argument(
+        "--eval-budget", choices=("full", "smoke"), default="full",
+        help="the evaluation sets of every run and control: full (default: the dataset's "
+        "training and test splits, the only budget of a table of record) or smoke (fixed "
+        "subsets of 2,000 training and 1,000 test images, named in the table: a quick check "
+        "that the pipeline runs)",
+    )  # fmt: skip
 
 
 def _eval_dataset_arg(p: argparse.ArgumentParser) -> None:
@@ -257,12 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(<name>-<config hash>) instead of refusing",
     )  # fmt: skip
     p.add_argument(
-        "overrides", nargs="*", help="dotted.key=value overrides (also spelt --set key=value ...)"
-    )
+        "overrides", nargs="*", help="dotted.key=value overrides (also spelt --set key=value ...), "
+        "e.g. seed=0 (default seed: the config's, 5 unless it sets one)",
+    )  # fmt: skip
     p.set_defaults(func=_pretrain)
 
     p = sub.add_parser("compare", help="train several configs and tabulate them side by side")
-    p.add_argument("--configs", nargs="+", required=True)
+    p.add_argument("--configs", nargs="+", required=True, help="pretraining configs (YAML)")
     p.add_argument("--epochs", type=int, default=None,
                    help="every run's max_epochs (default: each config's own)")  # fmt: skip
     p.add_argument("--out", default="results/compare",
@@ -273,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seeds", nargs="+", default=None, metavar="SEED",
         help="train every config once per seed (runs <folder>-<stem>-s<seed>) and report "
-        "mean ± std and paired differences with 95%% t-intervals",
+        "mean ± std and paired differences with 95%% t-intervals (default: one run per config "
+        "with the config's own seed, 5 unless it sets one)",
     )  # fmt: skip
     p.add_argument(
         "--pairs", nargs="+", default=None, metavar="A:B",
@@ -322,7 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
         "target", help="a preset (curvature, normalize, lambda2, rho, batch_size, temperature) "
         "or a dotted config key",
     )  # fmt: skip
-    p.add_argument("--config", nargs="+", required=True, help="one or more pretraining configs")
+    p.add_argument("--configs", nargs="+", required=True,
+                   help="one or more pretraining configs (each run with its config's seed, 5 "
+                   "unless it sets one; --set seed=N for another)")  # fmt: skip
     p.add_argument("--values", nargs="+", default=None, help="values (YAML); default: the preset's")
     p.add_argument("--epochs", type=int, default=None,
                    help="every run's max_epochs (default: each config's own)")  # fmt: skip
@@ -483,7 +494,7 @@ def check_configs_first(args: argparse.Namespace) -> None:
     from solo_hyper.config.trainer_keys import check_pretrain_config
 
     paths = {"pretrain": [getattr(args, "config", None)], "compare": getattr(args, "configs", None),
-             "sweep": getattr(args, "config", None)}.get(args.command) or []  # fmt: skip
+             "sweep": getattr(args, "configs", None)}.get(args.command) or []  # fmt: skip
     for path in paths:
         check_pretrain_config(path, args.overrides)
 

@@ -31,7 +31,7 @@ PROBE = (
         (["pretrain", "--config", HCL, "max_epoch=1"], "unknown config key 'max_epoch' (did you mean 'max_epochs'?)"),
         (["compare", "--configs", "configs/pretrain/fashionmnist/simclr.yaml", HCL, "--set", "data.trian_subset=10"],
          "unknown config key 'data.trian_subset' (did you mean 'train_subset'?)"),
-        (["sweep", "curvature", "--config", HCL, "--set", "optimiser.lr=1"], "unknown config key 'optimiser'"),
+        (["sweep", "curvature", "--configs", HCL, "--set", "optimiser.lr=1"], "unknown config key 'optimiser'"),
     ],
 )  # fmt: skip
 def test_a_misspelt_key_is_reported_before_solo_learn_is_imported(argv, message):
