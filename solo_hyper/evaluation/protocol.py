@@ -123,7 +123,7 @@ def budget_words(budget: str) -> str:
         return "the dataset's full training and test splits"
     sub = EVAL_BUDGETS[budget]
     return (f"fixed random subsets of {sub['train_subset']:,} training and {sub['val_subset']:,} "
-            "test images of the dataset's splits (each run's seed draws them)")  # fmt: skip
+            "test images of the dataset's splits, drawn with each run's seed (the raw pixels': 0)")  # fmt: skip
 
 
 def linear_config(dataset: str, path: str | None, epochs: int | None, budget: str = "full") -> dict:
