@@ -104,7 +104,7 @@ def test_one_flag_name_means_one_thing_across_commands():
     """--config is one YAML file wherever it appears, --configs one or more."""
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
     seen = {}
-    for name, command in sub.choices.items():
+    for command in sub.choices.values():
         for action in command._actions:
             for flag in action.option_strings:
                 seen.setdefault(flag, set()).add(action.nargs)
