@@ -36,13 +36,14 @@ EPS = 8 / 255
 
 def trained_classifier(steps: int, device: torch.device, width: int = 16):
     """A small-CNN classifier trained ``steps`` Adam steps (batch 64) on Fashion-MNIST's training
-    images, and the test images ([0, 1] pixels, 3 channels) with their labels."""
+    images, and the test images ([0, 1] pixels, the stored grey channel, which the classifier
+    repeats) with their labels."""
     info = DATASETS["fashionmnist"]
     images, labels = load_fashion_mnist(train=True)
     test_images, test_labels = load_fashion_mnist(train=False)
 
     def pixels(u8: torch.Tensor) -> torch.Tensor:
-        return u8.float().div(255).reshape(-1, 1, 28, 28).expand(-1, 3, -1, -1).contiguous()
+        return u8.float().div(255).reshape(-1, 1, 28, 28)
 
     torch.manual_seed(0)
     encoder = SmallCNN(width=width)
@@ -97,9 +98,9 @@ def autoattack_rows(
             None, f"{ms('autoattack')} vs {ms('pgd')}; {images} images, {device}; {accuracy}"),
         Row("autoattack", "gradient-masking diagnostics", "PGD-20 8/255", "time per image",
             summarize(paired_ratios(per_image["diagnostics"], per_image["pgd"])), None,
-            f"{ms('diagnostics')} vs {ms('pgd')}; {n_diag} images, steps {list(diagnostics.steps)}"
-            f" x {diagnostics.restarts} restarts, {len(diagnostics.sweep)} radii, Square "
-            f"{diagnostics.square_queries} queries"),
+            f"{ms('diagnostics')} vs {ms('pgd')}; {n_diag} images, PGD-{diagnostics.steps}, "
+            f"PGD-{diagnostics.long_steps}, {diagnostics.restarts} restarts, "
+            f"{len(diagnostics.sweep) + 1} radii, Square {diagnostics.square_queries} queries"),
     ]  # fmt: skip
 
 

@@ -105,6 +105,23 @@ def pgd_linf(
     ``no_grad``/``inference_mode`` and autocast; the gradient (and so its sign) has ``x``'s
     dtype. ``generator`` seeds the random start and must live on ``x``'s device. The result is
     detached and has ``x``'s dtype.
+
+    Args:
+        loss_fn: the scalar loss of a batch shaped like ``x``, maximised.
+        x: the clean inputs.
+        eps: radius of the l_inf ball (>= 0, finite).
+        alpha: step size (>= 0, finite).
+        steps: PGD steps (>= 0).
+        random_start: start at a uniform point of the ball.
+        clamp: (low, high) range of the inputs, or None.
+        generator: random source of the start, on ``x``'s device.
+
+    Returns:
+        The adversarial inputs, detached, with ``x``'s dtype.
+
+    Raises:
+        ValueError: a negative or infinite eps or alpha, a step count that is not an integer
+            >= 0, or a clamp with low > high.
     """
     eps, alpha = _check_args(eps, alpha, steps, clamp)
     with torch.inference_mode(False), torch.enable_grad():
@@ -143,6 +160,22 @@ def pgd_l2(
     The random start is a uniformly random direction scaled by a radius ``eps * U(0, 1)``.
     Other semantics (validation, no parameter ``.grad``, no_grad/autocast, detached result)
     are as in :func:`pgd_linf`.
+
+    Args:
+        loss_fn: the scalar loss of a batch shaped like ``x``, maximised.
+        x: the clean inputs, dim 0 the batch.
+        eps: radius of the per-sample l_2 ball (>= 0, finite).
+        alpha: step length (>= 0, finite).
+        steps: PGD steps (>= 0).
+        random_start: start at a random point of the ball.
+        clamp: (low, high) range of the inputs, or None.
+        generator: random source of the start, on ``x``'s device.
+
+    Returns:
+        The adversarial inputs, detached, with ``x``'s dtype.
+
+    Raises:
+        ValueError: as :func:`pgd_linf`, and for a 0-d ``x``.
     """
     eps, alpha = _check_args(eps, alpha, steps, clamp)
     if x.dim() < 1:
@@ -181,6 +214,9 @@ def eval_mode(*modules: nn.Module) -> Iterator[None]:
     and projector to eval during the attack). The previous ``training`` flag of each submodule
     is recorded individually and written back, so deliberately frozen submodules (e.g. a BN
     kept in eval inside a training model) stay as they were, also when an exception escapes.
+
+    Args:
+        modules: the modules the attack runs through (e.g. encoder and projector).
     """
     saved: dict[int, tuple[nn.Module, bool]] = {}
     for module in modules:
@@ -206,6 +242,14 @@ def normalized(
     attack the un-normalised image with ``pgd_*(normalized(loss_fn, mean, std), x_pixels, ...)``.
     ``mean``/``std`` are per-channel values (channel dim = -3, i.e. ``(N, C, H, W)`` or
     ``(C, H, W)``); a tensor with more than one dimension is used as given (broadcast).
+
+    Args:
+        loss_fn: the loss of normalised inputs.
+        mean: per-channel mean of the normalisation.
+        std: per-channel std of the normalisation.
+
+    Returns:
+        The loss of [0, 1] pixels.
     """
     mean_t = torch.as_tensor(mean, dtype=torch.float32)
     std_t = torch.as_tensor(std, dtype=torch.float32)

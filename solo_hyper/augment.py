@@ -108,9 +108,14 @@ def crop_noise(entries: Sequence[dict] | None) -> list[nn.Module | None]:
     return out
 
 
+def to_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (or float in [0, 1]) images (B, C, H, W) -> float in [0, 1], channels as stored."""
+    return images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
+
+
 def to_float_rgb(images: torch.Tensor) -> torch.Tensor:
     """uint8 (or float in [0, 1]) images (B, C, H, W) -> float in [0, 1] with 3 channels."""
-    x = images.float().div_(255.0) if images.dtype == torch.uint8 else images.float()
+    x = to_float(images)
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
@@ -118,14 +123,23 @@ SMALL_IMAGES = 64  # px: images and crops up to this side are augmented on one C
 
 
 def augment_threads(x: torch.Tensor, crop_sizes: Sequence[int]) -> contextlib.AbstractContextManager:
-    """One intra-op thread for the augmentation of a CPU batch of small images (at most
-    SMALL_IMAGES px, in and out); a GPU batch or large images: as it is. kornia runs hundreds of
-    small ops per batch (per-image crops, jitter in random order), each too small for a second
-    thread to pay for its synchronisation: a crop of 256 Fashion-MNIST images took 0.27 s on 2
-    threads and 0.03 s on 1 on the 2-core machine at load ~6 (``benchmarks/augment.py``'s thread
-    rows). The crops are the same bit for bit (tested for every shipped entry up to 64 px); at
-    224 px the upsampling splits its sums by thread and differs in the 7th digit, so large images
-    keep torch's thread count."""
+    """One intra-op thread for the augmentation of a CPU batch of small images.
+
+    One thread: kornia runs hundreds of small ops per batch (per-image crops, jitter in random
+    order), each too small for a second thread to pay for its start-up and synchronisation
+    (``benchmarks/augment.py --threads-only``; benchmarks/results/augment-threads.md). The crops
+    are the same bit for bit (tested for every shipped entry up to 64 px); at 224 px the
+    upsampling splits its sums by thread and differs in the 7th digit, so large images keep
+    torch's thread count.
+
+    Args:
+        x: the batch (B, C, H, W) about to be augmented.
+        crop_sizes: the sides of the crops it is augmented into.
+
+    Returns:
+        ``threads.single_thread()`` for a CPU batch whose images and crops are at most
+        ``SMALL_IMAGES`` px; otherwise a context that changes nothing.
+    """
     small = max(x.shape[-2:]) <= SMALL_IMAGES and max(crop_sizes) <= SMALL_IMAGES
     return single_thread() if x.device.type == "cpu" and small else contextlib.nullcontext()
 
@@ -173,9 +187,17 @@ class DeviceAugmentation(nn.Module):
                     out.append(self.normalize(crop) if normalize else crop)
         return out
 
-    def evaluation_view(self, images: torch.Tensor, normalize: bool = True) -> torch.Tensor:
-        """Validation images: resized (shorter side) and centre-cropped to the first crop size."""
-        x = to_float_rgb(images)
+    def evaluation_view(
+        self, images: torch.Tensor, normalize: bool = True, stored_channels: bool = False
+    ) -> torch.Tensor:
+        """Validation images: resized (shorter side) and centre-cropped to the first crop size.
+
+        ``stored_channels`` (pixels only): a grey image keeps its one channel, the threat model
+        of every grey-image robustness number (an attack then perturbs the image as stored; the
+        attacked model repeats the channel, ``evaluation.adversarial.PixelClassifier``)."""
+        if stored_channels and normalize:
+            raise ValueError("evaluation_view: stored_channels gives pixels (normalize=False)")
+        x = to_float(images) if stored_channels else to_float_rgb(images)
         if x.shape[-1] != self.val_size or x.shape[-2] != self.val_size:
             h, w = x.shape[-2:]
             scale = self.val_size / min(h, w)

@@ -1,7 +1,7 @@
 """Backbones that solo-learn 1.0.2 does not ship, selectable by name next to its resnet18/50.
 
-- ``small_cnn``: a 3-conv-layer CNN (32-64-128 channels) for 28-32 px images; about 0.5 ms per
-  image forward+backward on a 2-core CPU, so real runs fit on a laptop.
+- ``small_cnn``: a 3-conv-layer CNN (32-64-128 channels) for 28-32 px images, small enough that
+  real runs fit on a laptop's CPU (its step times: ``benchmarks/throughput.py``).
 - ``resnet18_nobn``: the EBCLR reference encoder: ResNet-18 with the CIFAR stem (3x3 stride-1 conv,
   no max-pool), no BatchNorm, conv bias on, LeakyReLU(0.2) (EBCLR's energy must not depend on the
   batch, which BatchNorm would make it).

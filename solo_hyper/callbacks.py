@@ -77,7 +77,11 @@ def pipeline_crop_shape(dataset: Dataset, seed: int, device: Any) -> tuple[int, 
 
 
 def buffer_shape(augmentation: Any) -> tuple[int, int, int]:
-    """(C, H, W) of a training crop: the normalisation's channels and the first entry's size."""
+    """(C, H, W) of a training crop: the normalisation's channels and the first entry's size.
+
+    Args:
+        augmentation: the method's ``DeviceAugmentation`` (its ``entries`` and ``mean``).
+    """
     size = int(augmentation.entries[0]["crop_size"])
     return (int(augmentation.mean.numel()), size, size)
 
@@ -94,7 +98,17 @@ def check_buffer_fits(
 ) -> None:
     """ValueError naming ``method_kwargs.buffer_size`` (with the size that fits) when ``copies``
     buffers of ``shape`` chains would take more than half the free memory of ``storage``; run
-    before anything is allocated (by the config check and again where the buffer is built)."""
+    before anything is allocated (by the config check and again where the buffer is built).
+
+    Args:
+        buffer_size: the configured chains (None: ``default_capacity`` of the shape).
+        shape: (C, H, W) of a chain.
+        storage: the device the buffer lives on.
+        copies: buffers held at once on that device (one per training process on the CPU).
+
+    Raises:
+        ValueError: the buffers do not fit.
+    """
     capacity = buffer_size or default_capacity(shape)
     need = ReplayBuffer.bytes_needed(capacity, shape)
     free = free_memory_bytes(storage)
@@ -128,15 +142,6 @@ def _world() -> tuple[int, int]:
 class MSGLDReplayBuffer(pl.Callback):
     """EBCLR's replay buffer as a Lightning callback (one buffer per DDP rank).
 
-    capacity: number of stored chains (50,000 in the official code; None: ``default_capacity`` of
-    the crops, 50,000 up to 32 px), checked against the free memory before the buffer is
-    allocated (``check_buffer_fits``); rho: of a step's n drawn chains, floor(n * rho) positions drawn with replacement restart from q0, as the official
-    sampler (0.2 CIFAR, 0.6 Fashion-MNIST; ``ReplayBuffer.sample``); proposal: "data" | "uniform";
-    storage: "cpu" (as the official code) or "device" (the model's device: no host-device copies,
-    at the price of device memory); seed: None takes torch.initial_seed() at the start of training
-    (the run's seed after seed_everything); each rank adds its own offset. init_count: the count
-    of the initial buffer (5.0 = official code, see ReplayBuffer).
-
     The buffer is full when training starts, as the official code: ``capacity`` augmented
     training images at ``init_count``, in the sampler's range [-1, 1]. The images are random
     training images augmented like the first crop: by the method's on-device augmentation
@@ -144,6 +149,25 @@ class MSGLDReplayBuffer(pl.Callback):
     training set itself (its first crop, de-normalised with the pipeline's statistics, with the
     configured noise that pipeline lacks: ``pl_module.pipeline_pixels``). Restarted chains are
     fresh such images (count 0, as the official code), never the step's own crops.
+
+    Args:
+        capacity: number of stored chains (50,000 in the official code; None: ``default_capacity``
+            of the crops, 50,000 up to 32 px), checked against the free memory before the
+            buffer is allocated (``check_buffer_fits``).
+        rho: of a step's n drawn chains, floor(n * rho) positions drawn with replacement restart
+            from q0, as the official sampler (0.2 CIFAR, 0.6 Fashion-MNIST;
+            ``ReplayBuffer.sample``).
+        proposal: q0, "data" (augmented training images) or "uniform".
+        storage: "cpu" (as the official code) or "device" (the model's device: no host-device
+            copies, at the price of device memory).
+        seed: seed of the buffer's draws; None takes torch.initial_seed() at the start of
+            training (the run's seed after seed_everything); each rank adds its own offset.
+        init_count: the use count of the initial chains (5.0 = official code, see ReplayBuffer).
+        chunk_size: fresh images made per batch while the buffer is filled.
+
+    Raises:
+        ValueError: a capacity that is not a positive integer or None, rho outside [0, 1], or
+            an unknown proposal or storage.
     """
 
     def __init__(

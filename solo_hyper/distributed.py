@@ -50,6 +50,12 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     gradients.  Every rank must pass the same shape.  Identity without torch.distributed or
     with a single rank.  Integer tensors (e.g. targets) pass through the same path without
     gradients.
+
+    Args:
+        x: this rank's (M, ...) rows.
+
+    Returns:
+        The (world_size * M, ...) rows of every rank, rank-major.
     """
     if world_size() == 1:
         return x

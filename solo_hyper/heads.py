@@ -17,7 +17,13 @@ __all__ = ["HyperbolicProjector", "SpaceProjector", "map_to_space", "mlp_project
 
 
 def mlp_projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
-    """solo-learn's SimCLR projector: Linear - ReLU - Linear."""
+    """solo-learn's SimCLR projector: Linear - ReLU - Linear.
+
+    Args:
+        in_dim: the encoder's feature dimension.
+        hidden_dim: the hidden width.
+        out_dim: the output dimension (the tangent vector's, before the map onto a space).
+    """
     return nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, out_dim))
 
 
@@ -31,6 +37,15 @@ def map_to_space(
     distance from the origin (2 on the ball and on the hyperboloid alike, which take v as the
     ball's tangent vector: distances bounded by 4 for any c, so the logits -d/tau never
     underflow; HCL's ablation, section 4.4).
+
+    Args:
+        v: the vectors (N, D), e.g. a projector's output.
+        space: the target space.
+        normalize: L2-normalise v first.
+        clip_radius: then clip v to this Euclidean norm (feature clipping; None: no clipping).
+
+    Returns:
+        The points, float32 for half-precision v.
     """
     v = upcast_half(v)
     with torch.autocast(device_type=v.device.type, enabled=False):
@@ -42,8 +57,18 @@ def map_to_space(
 
 
 class SpaceProjector(nn.Module):
-    """``mlp`` followed by :func:`map_to_space` onto ``space`` (a submodule: a learnable
-    curvature is trained and saved with the head)."""
+    """``mlp`` followed by :func:`map_to_space` onto ``space``.
+
+    Args:
+        mlp: the Euclidean part of the head.
+        space: the target space, a submodule (a learnable curvature is trained and saved with
+            the head).
+        normalize: L2-normalise the MLP's output before the map.
+        clip_radius: clip it to this Euclidean norm before the map (None: no clipping).
+
+    Raises:
+        ValueError: a clip_radius that is not > 0.
+    """
 
     def __init__(
         self,
@@ -78,9 +103,18 @@ class SpaceProjector(nn.Module):
 
 
 class HyperbolicProjector(SpaceProjector):
-    """solo-learn's MLP projector onto a hyperbolic space (Poincare ball by default, HCL's head;
-    ``geometry="lorentz"`` for the hyperboloid). ``learnable_curvature`` trains c through a
-    softplus."""
+    """solo-learn's MLP projector onto a hyperbolic space (HCL's head).
+
+    Args:
+        in_dim: the encoder's feature dimension.
+        hidden_dim: the MLP's hidden width.
+        out_dim: the MLP's output dimension.
+        curvature: c > 0 (curvature -c).
+        normalize: L2-normalise the MLP's output before the map.
+        clip_radius: clip it to this Euclidean norm before the map (None: no clipping).
+        learnable_curvature: train c through a softplus, from ``curvature``.
+        geometry: "poincare" (the ball, HCL's) or "lorentz" (the hyperboloid).
+    """
 
     def __init__(
         self,

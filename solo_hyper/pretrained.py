@@ -29,9 +29,16 @@ def backbone_of(model: nn.Module) -> nn.Module:
 
 @dataclass
 class Pretrained:
-    """What a run learnt: ``backbone(x)`` features, ``head(features)`` points of ``space`` (None:
-    a head of solo-learn's that declares no space), and the input the backbone expects
-    (``input``: crop size, mean and std of [0, 1] images) and where it came from (``source``)."""
+    """What a run learnt, ready to use.
+
+    Attributes:
+        backbone: ``backbone(x)`` is the features of images.
+        head: ``head(features)`` is points of ``space``.
+        space: the head's space (None: a head of solo-learn's that declares no space).
+        input: the input the backbone expects: crop size, mean and std of [0, 1] images.
+        source: where it came from: the checkpoint, its epoch and step, the config's hash and
+            the dataset.
+    """
 
     backbone: nn.Module
     head: nn.Module
@@ -81,8 +88,19 @@ def _from_export(folder: Path) -> Pretrained:
 
 
 def load_pretrained(path: str | Path) -> Pretrained:
-    """The backbone and head of a run directory, a checkpoint or an export folder (eval mode, on
-    the CPU; ``.to(device)`` them as any module)."""
+    """The backbone and head of a run directory, a checkpoint or an export folder.
+
+    Args:
+        path: a run directory, a ``.ckpt`` file or an ``export`` folder (with model.json).
+
+    Returns:
+        The backbone, head, space and expected input, in eval mode on the CPU (``.to(device)``
+        them as any module).
+
+    Raises:
+        ConfigError: ``path`` does not exist, or is an export whose model.json and weights
+            do not match.
+    """
     p = Path(path)
     if p.is_dir() and (p / "model.json").is_file():
         out = _from_export(p)

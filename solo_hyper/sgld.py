@@ -65,8 +65,19 @@ def _check_schedule(sigma_min: float, sigma_max: float, K: float) -> None:
 def noise_std(counts: Tensor, sigma_min: float, sigma_max: float, K: float) -> Tensor:
     """Per-sample noise std sigma(kappa) = sigma_min + (sigma_max - sigma_min) * max(0, 1 - kappa/K).
 
-    counts: tensor of non-negative use counts kappa (any shape); returns a float tensor of the
-    same shape.  With the defaults (0.01, 0.05, 3): kappa = 0, 1, 2, >=3 -> 0.05, 0.0367, 0.0233, 0.01.
+    With the defaults (0.01, 0.05, 3): kappa = 0, 1, 2, >=3 -> 0.05, 0.0367, 0.0233, 0.01.
+
+    Args:
+        counts: non-negative use counts kappa (any shape).
+        sigma_min: the std from kappa = K on.
+        sigma_max: the std at kappa = 0.
+        K: the count at which the std reaches sigma_min.
+
+    Returns:
+        A float tensor of the counts' shape.
+
+    Raises:
+        ValueError: a negative count, or a schedule with sigma_min > sigma_max or K <= 0.
     """
     _check_schedule(sigma_min, sigma_max, K)
     kappa = counts.to(torch.float64) if counts.dtype == torch.float64 else counts.float()
@@ -96,12 +107,30 @@ def msgld(
 ) -> Tensor:
     """Run `steps` MSGLD steps (gradient ASCENT on log q) from x and return detached samples.
 
-    log_q: maps (N, ...) inputs to (N,) unnormalised log-densities (e.g. ebclr_log_density of
-    the projections against the detached second-view projections).  counts: (N,) chain-start
-    counts kappa (pre-increment) giving the per-sample noise std.  Gradients are taken with
-    respect to the input only (torch.autograd.grad): parameters' .grad are never touched.
-    Works under torch.no_grad (grad is enabled locally), not under torch.inference_mode.
-    sigma_min == sigma_max gives plain proximal SGLD; grad_clamp=math.inf disables the clamp.
+    Gradients are taken with respect to the input only (torch.autograd.grad): parameters' .grad
+    are never touched. Works under torch.no_grad (grad is enabled locally), not under
+    torch.inference_mode.
+
+    Args:
+        log_q: maps (N, ...) inputs to (N,) unnormalised log-densities (e.g. ebclr_log_density
+            of the projections against the detached second-view projections).
+        x: (N, ...) chain starts, floating point.
+        counts: (N,) chain-start counts kappa (pre-increment) giving the per-sample noise std.
+        steps: T, the SGLD steps (>= 0).
+        step_size: alpha, the gradient step (>= 0).
+        grad_clamp: delta, the gradient's clamp (> 0; math.inf: no clamp).
+        sigma_min: the noise std of a much-used chain (sigma_min == sigma_max: plain proximal
+            SGLD).
+        sigma_max: the noise std of a fresh chain.
+        K: the use count at which the noise reaches sigma_min (Eq. 22).
+        generator: random source of the noise, on x's device.
+
+    Returns:
+        The samples (N, ...), detached.
+
+    Raises:
+        TypeError: an x that is not floating point.
+        ValueError: shapes that do not match, or an argument out of its range.
     """
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point, got {x.dtype}")
@@ -140,13 +169,23 @@ def msgld(
 
 def restart_draws(n: int, rho: float) -> int:
     """How many positions of an n-chain draw the official sampler re-initialises: int(n * rho)
-    (floor, in the same float arithmetic as the official code), each drawn with replacement."""
+    (floor, in the same float arithmetic as the official code), each drawn with replacement.
+
+    Args:
+        n: chains drawn.
+        rho: the restart fraction.
+    """
     return int(n * rho)
 
 
 def expected_restart_fraction(n: int, rho: float) -> float:
     """Expected fraction of an n-chain draw that restarts: 1 - (1 - 1/n)^floor(n * rho), since
-    each of the floor(n * rho) positions misses a given chain with probability 1 - 1/n."""
+    each of the floor(n * rho) positions misses a given chain with probability 1 - 1/n.
+
+    Args:
+        n: chains drawn.
+        rho: the restart fraction.
+    """
     return 1.0 - (1.0 - 1.0 / n) ** restart_draws(n, rho)
 
 
@@ -164,9 +203,16 @@ OFFICIAL_CHAIN_SHAPE = (3, 32, 32)
 
 
 def default_capacity(shape: Sequence[int]) -> int:
-    """The buffer size when none is given: the official 50,000 chains for images of up to 32 px,
-    and as many larger chains as fit in the official buffer's memory (a 224-px crop: 1,020), so
-    that the default never asks for more memory than the paper's buffer."""
+    """The buffer size when none is given, so that the default never asks for more memory than
+    the paper's buffer.
+
+    Args:
+        shape: (C, H, W) of a chain.
+
+    Returns:
+        The official 50,000 chains for images of up to 32 px, and as many larger chains as fit
+        in the official buffer's memory (a 224-px crop: 1,020).
+    """
     budget = ReplayBuffer.bytes_needed(OFFICIAL_CHAINS, OFFICIAL_CHAIN_SHAPE)
     per_chain = ReplayBuffer.bytes_needed(1, shape)
     return max(1, min(OFFICIAL_CHAINS, budget // per_chain))
@@ -181,11 +227,22 @@ class ReplayBuffer:
     independently of the storage device.  fresh_fn(n) -> (n, *shape) supplies proposal samples
     (augmented data or uniform noise); its own randomness is the caller's responsibility.
 
-    init_count: the count given to every slot by initialize().  Default 5.0 = the official code
-    (the configuration behind the paper's results): the initial data-filled buffer is treated as
-    already "used", so its chains start with sigma_min noise, and only re-initialised chains
-    (count 0) get the high-noise exploration phase.  The paper's text ("number of times it has
-    been used") would suggest 0; pass init_count=0.0 for that reading.
+    Args:
+        capacity: the number of slots (> 0).
+        shape: a chain's shape, e.g. (C, H, W).
+        device: where samples and counts live.
+        seed: seed of the buffer's own CPU generator.
+        init_count: the count given to every slot by initialize(). Default 5.0 = the official
+            code (the configuration behind the paper's results): the initial data-filled buffer
+            is treated as already "used", so its chains start with sigma_min noise, and only
+            re-initialised chains (count 0) get the high-noise exploration phase. The paper's
+            text ("number of times it has been used") would suggest 0; pass 0.0 for that
+            reading.
+        dtype: the samples' floating dtype.
+
+    Raises:
+        ValueError: a capacity or shape that is not positive, a negative init_count, or a dtype
+            that is not floating point.
     """
 
     def __init__(
@@ -337,9 +394,12 @@ class ReplayBuffer:
 class SGLDChains:
     """One step's chain starts, drawn from the replay buffer for the method's step.
 
-    x: (B, C, H, W) chain starts in the sampler's range [-1, 1], on the model's device; counts: (B,)
-    pre-increment use counts kappa (noise std sigma(kappa)); generator: the SGLD noise stream;
-    write_back: stores the step's detached MSGLD outputs (B, C, H, W) in the slots x came from.
+    Attributes:
+        x: (B, C, H, W) chain starts in the sampler's range [-1, 1], on the model's device.
+        counts: (B,) pre-increment use counts kappa (noise std sigma(kappa)).
+        generator: the SGLD noise stream.
+        write_back: stores the step's detached MSGLD outputs (B, C, H, W) in the slots x came
+            from.
     """
 
     x: Tensor
@@ -355,6 +415,10 @@ class PrivateRNG:
     ``with rng.active():`` swaps the stream's states in (CPU, the CUDA device if any, and Python's
     ``random``) and swaps the caller's back afterwards, so fresh proposal samples neither consume
     nor depend on the training run's global randomness, and the stream's state can be checkpointed.
+
+    Args:
+        seed: seed of the stream (CPU, CUDA and Python states alike).
+        device: the device whose CUDA generator the stream also owns (a CPU device: none).
     """
 
     def __init__(self, seed: int, device: torch.device) -> None:
@@ -398,7 +462,12 @@ class PrivateRNG:
 def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
     """The images of ``dataset`` at ``indices``, batched (solo's (index, images, target) layout):
     a tensor of un-augmented images, or, for a dataset that augments (solo-learn's CPU pipeline),
-    the list of its crops, each (N, C, H, W)."""
+    the list of its crops, each (N, C, H, W).
+
+    Args:
+        dataset: the training set.
+        indices: the items to read.
+    """
     getitems = getattr(dataset, "__getitems__", None)
     items = getitems(indices) if getitems is not None else None
     if items is None or (isinstance(items, list) and len(items) == len(indices)):
@@ -407,7 +476,11 @@ def dataset_items(dataset: Dataset, indices: list[int]) -> Any:
 
 
 def pixels_to_chain(pixels: Tensor) -> Tensor:
-    """[0, 1] pixels -> the sampler's range [-1, 1] (the official code's 2x - 1)."""
+    """[0, 1] pixels -> the sampler's range [-1, 1] (the official code's 2x - 1).
+
+    Args:
+        pixels: images in [0, 1].
+    """
     return pixels * 2.0 - 1.0
 
 
@@ -419,6 +492,18 @@ class Proposal:
     solo-learn's CPU pipeline: the dataset's own augmented crop, de-normalised), all inside the
     proposal's own random stream; kind="uniform": U[-1, 1] noise, as the official code without
     data. Either way independent of the training step's batch.
+
+    Args:
+        kind: "data" or "uniform".
+        shape: (C, H, W) of a chain start.
+        device: where the starts are made.
+        seed: seed of the proposal's own random stream (``PrivateRNG``).
+        augment: a batch of dataset items -> [0, 1]-pixel crops (kind "data").
+        dataset: the training set (kind "data").
+
+    Raises:
+        ValueError: an unknown kind, or kind "data" without a non-empty dataset and its
+            augmentation.
     """
 
     def __init__(

@@ -1,9 +1,8 @@
 """``single_thread``: run small tensor work on one intra-op thread.
 
 A linear head's 512 x 128 x 10 matmuls and a 2-D disk fit's 500 x 500 elementwise ops are too
-small to gain from OpenMP threads and lose much to their synchronisation: on the shared 2-core
-machine (load ~7) they ran 3.7x (head) and 9.6x (disk fit) slower with 2 threads than with 1
-(median of 5 interleaved rounds, ``python benchmarks/evaluation_threads.py``).
+small to gain from OpenMP threads and lose much to their synchronisation, which a busy machine
+makes worse (``python benchmarks/evaluation_threads.py``; benchmarks/results/evaluation-threads.md).
 """
 
 from __future__ import annotations

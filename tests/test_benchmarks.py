@@ -168,12 +168,27 @@ def test_autoattack_benchmark_gives_per_image_ratios_to_pgd20(one_thread):
 
     rows = autoattack_rows(
         images=4, rounds=1, train_steps=2, autoattack=AutoAttackSpec(8 / 255, "custom", ("apgd-ce",)),
-        diagnostics=DiagnosticsSpec(images=4, steps=(1,), restarts=1, sweep=(0.3,), square_queries=5),
+        diagnostics=DiagnosticsSpec(images=4, steps=1, long_steps=1, restarts=1, sweep=(0.3,),
+                                    square_queries=5),
     )  # fmt: skip
     assert [(r.bench, r.variant, r.baseline, r.metric) for r in rows] == [
-        ("autoattack", "AA-custom 8/255 (custom)", "PGD-20 8/255", "time per image"),
+        ("autoattack", "AA-apgd-ce 8/255 (custom)", "PGD-20 8/255", "time per image"),
         ("autoattack", "gradient-masking diagnostics", "PGD-20 8/255", "time per image"),
     ]
     assert all(r.ratio.n == 1 and r.ratio.median > 0 for r in rows)
     assert "ms/image" in rows[0].note and "4 images" in rows[0].note
     assert "| autoattack " in format_table(rows)
+
+
+def test_attacked_model_benchmark_gives_fast_over_plain_per_image(one_thread):
+    from benchmarks.attacked_model import attacked_rows
+    from solo_hyper.evaluation.autoattack import AutoAttackSpec
+
+    rows = attacked_rows(images=4, rounds=1, train_steps=2, width=8,
+                         autoattack=AutoAttackSpec(8 / 255, "custom", ("apgd-ce",)))  # fmt: skip
+    assert [(r.variant, r.baseline) for r in rows] == [
+        ("PGD-20 8/255, fast attacked model", "PGD-20 8/255, plain model"),
+        ("AA-apgd-ce 8/255 (custom), fast attacked model", "AA-apgd-ce 8/255 (custom), plain model"),
+    ]
+    assert all(r.ratio.n == 1 and r.ratio.median > 0 for r in rows)
+    assert "s/image vs" in rows[0].note and "4 images" in rows[0].note

@@ -161,3 +161,23 @@ def test_custom_image_folder(tmp_path):
     train, val, n = build_dataloaders(cfg, 2)
     idx, x, y = next(iter(train))
     assert n == 2 and x.shape == (2, 3, 24, 24) and x.dtype == torch.uint8
+
+
+def test_two_seeds_of_one_config_draw_different_training_subsets(fashion_mnist_available):
+    """``data.train_subset`` is drawn with the run's seed (campaigns over seeds rely on it: each
+    seed is another sample of the data as well as of the initialisation): through the path a run
+    takes (``prepare``, then ``initial_model``'s loaders), seeds 0 and 1 of one config draw
+    different images, and one seed draws the same ones every time."""
+    from conftest import tiny_config
+
+    from solo_hyper.run.train import initial_model, prepare
+
+    def drawn(seed: int) -> set[bytes]:
+        cfg = tiny_config("hcl", seed=seed, data={"train_subset": 200, "val_subset": 32})
+        images = initial_model(prepare(None, base=cfg))[1].dataset.images
+        assert len(images) == 200
+        return {image.numpy().tobytes() for image in images}
+
+    first, second = drawn(0), drawn(1)
+    assert first == drawn(0)
+    assert len(first & second) < 20  # two draws of 200 from 60,000: about 0.7 shared by chance

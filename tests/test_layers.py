@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("solo_hyper.methods", "solo_hyper.callbacks"),
     ("solo_hyper.run",),
     ("solo_hyper.evaluation", "solo_hyper.export", "solo_hyper.pretrained"),
+    ("solo_hyper.launch",),  # runs as jobs: worker processes, cluster jobs
     ("solo_hyper.reproduce",),
     ("solo_hyper.cli", "solo_hyper.__main__"),
     ("solo_hyper",),  # the root package alone: its lazy attributes reach the layers below

@@ -50,6 +50,7 @@ def _compare(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from solo_hyper.evaluation.compare import compare
+    from solo_hyper.launch.dispatch import launcher
 
     compare(
         args.configs, args.out, args.epochs, args.overrides, quiet=args.quiet,
@@ -57,6 +58,7 @@ def _compare(args: argparse.Namespace) -> None:
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
         seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
         controls=not args.no_controls, eval_budget=args.eval_budget,
+        launch=launcher(launch_options(args), args.out, _stderr),
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -92,11 +94,13 @@ def _knn(args: argparse.Namespace) -> None:
 def _sweep(args: argparse.Namespace) -> None:
     from solo_hyper.evaluation.compare import markdown_table
     from solo_hyper.evaluation.sweep import COLUMNS, resolve_sweep, sweep
+    from solo_hyper.launch.dispatch import launcher
 
     rows = sweep(
         args.target, args.configs, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
         controls=not args.no_controls, eval_budget=args.eval_budget,
+        launch=launcher(launch_options(args), args.out, _stderr),
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
     stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
@@ -154,17 +158,79 @@ def _reproduce(args: argparse.Namespace) -> None:
     if args.table is None:
         raise ConfigError("reproduce needs a table name (python -m solo_hyper reproduce --list "
                           "names them)")  # fmt: skip
-    extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides, rows=args.rows,
-                 columns=args.columns, data_root=args.data_root,
-                 robust_overrides=args.robust_overrides)  # fmt: skip
+    extra = dict(seeds=args.seeds, epochs=args.epochs, overrides=args.overrides,
+                 columns=args.columns, data_root=args.data_root)  # fmt: skip
+    launch = launch_options(args)
+    jobs = [(args.rows, list(args.robust_overrides), not args.no_controls)]
+    if args.robust_part is not None:
+        jobs = _robust_part_jobs(args)
+    for rows, robust_overrides, controls in jobs:
+        if args.dry_run:  # on any machine: no data is read or downloaded
+            cells = campaign.plan(args.table, args.scale, out=args.out, rows=rows, machine=False,
+                                  robust_overrides=robust_overrides, **extra)  # fmt: skip
+            print(campaign.dry_run_text(args.table, args.scale, cells, args.out, controls))
+            print(campaign.launch_text(args.scale, cells, launch))
+            continue
+        path = campaign.reproduce(args.table, args.scale, args.out, rows=rows,
+                                  robust_overrides=robust_overrides,
+                                  linear_config=args.linear_config, device=args.device,
+                                  quiet=args.quiet, log=_stderr, controls=controls,
+                                  launch=launch, **extra)  # fmt: skip
+        print(path.read_text())
     if args.dry_run:
-        cells = campaign.plan(args.table, args.scale, out=args.out, **extra)
-        print(campaign.dry_run_text(args.table, args.scale, cells, args.out, not args.no_controls))
-        return
-    path = campaign.reproduce(args.table, args.scale, args.out, linear_config=args.linear_config,
-                              device=args.device, quiet=args.quiet, log=_stderr,
-                              controls=not args.no_controls, **extra)  # fmt: skip
-    print(path.read_text())
+        from solo_hyper.reproduce import robust_protocol
+
+        if args.scale == "cpu" and args.table in robust_protocol.PARTS:
+            seeds = len(args.seeds) if args.seeds else len(campaign.DEFAULT_SEEDS)
+            print(robust_protocol.estimate_text(args.table, seeds, args.robust_part))
+
+
+def _robust_part_jobs(args: argparse.Namespace) -> list[tuple[list[str], list[str], bool]]:
+    """--robust-part: the part's jobs (rows, robust overrides, controls), the command's own
+    --robust-set after the part's; --rows would contradict the part."""
+    from solo_hyper.config import ConfigError
+    from solo_hyper.reproduce import robust_protocol
+
+    if args.rows is not None:
+        raise ConfigError("--robust-part names its own rows; leave out --rows")
+    if args.scale != "cpu":
+        raise ConfigError("--robust-part is the CPU protocol; the GPU scale runs the standard "
+                          "AutoAttack everywhere (configs/robust/cifar10.yaml)")  # fmt: skip
+    part = robust_protocol.part(args.table, args.robust_part)
+    return [(list(job.rows), [*job.overrides, *args.robust_overrides],
+             job.controls and not args.no_controls) for job in part.jobs]  # fmt: skip
+
+
+def launch_options(args: argparse.Namespace):
+    """``--jobs`` / ``--executor`` / the cluster's parameters, checked before any work (a dry
+    run plans a cluster's jobs on any machine)."""
+    from solo_hyper.launch.cluster import load_cluster
+    from solo_hyper.launch.dispatch import Launch
+
+    launch = Launch(args.jobs, args.executor, load_cluster(args.cluster, args.cluster_set))
+    launch.check(submits=not getattr(args, "dry_run", False))
+    return launch
+
+
+def _launch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help="runs at a time on this machine, each in its own process: one GPU each, or the CPU "
+        "cores split between them (default 1: one after another in this process)",
+    )  # fmt: skip
+    p.add_argument(
+        "--executor", choices=("slurm", "local"), default=None,
+        help="submit one job per run through submitit: slurm (a job array; preempted or "
+        "timed-out jobs requeue and resume exactly) or local (submitit's local executor); "
+        "docs/campaigns.md",
+    )  # fmt: skip
+    p.add_argument(
+        "--cluster", default=None, metavar="YAML",
+        help="the jobs' resources: partition, account, gpus_per_job, cpus_per_job, mem_gb, "
+        "time_min, array_parallelism, signal_delay_s",
+    )  # fmt: skip
+    p.add_argument("--cluster-set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="resources over the YAML's, e.g. partition=gpu time_min=720")  # fmt: skip
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -294,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-eval", action="store_true", help="pretraining numbers only")
     p.add_argument("--no-plots", action="store_true", help="no PNG figures")
     _eval_dataset_arg(p)
+    _launch_args(p)
     p.set_defaults(func=_compare)
 
     p = sub.add_parser(
@@ -341,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", nargs="*", default=[], help="overrides for every run")
     p.add_argument("--quiet", action="store_true")
     _evaluation_args(p)
+    _launch_args(p)
     p.set_defaults(func=_sweep)
 
     for name, text in [
@@ -379,11 +447,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--robust-set", dest="robust_overrides", nargs="*", default=[],
                    help="overrides of the robust evaluation of every run and control (HCL Table "
                    "3), e.g. evaluation.attacks.aa_8=null")  # fmt: skip
+    p.add_argument("--robust-part", default=None, metavar="PART",
+                   help="one part of the table's CPU robust protocol (HCL Table 3: a, b, c; "
+                   "reproduce/robust_protocol.py), its rows and attacks; --dry-run prints every "
+                   "part's CPU estimate")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="the runs and the estimated time only")
     p.add_argument("--no-controls", action="store_true",
                    help="no controls (each run's untrained backbone, the raw pixels)")  # fmt: skip
     p.add_argument("--device", default="auto", help="device of the evaluation: auto | cpu | cuda")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _launch_args(p)
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser(
@@ -534,6 +607,7 @@ def _main(argv: list[str]) -> int:
         with filtered_warnings(verbose):
             import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
     from solo_hyper.data import DatasetNotFoundError
+    from solo_hyper.launch.failures import RunsFailed
 
     try:
         with quiet_run(verbose):
@@ -541,6 +615,9 @@ def _main(argv: list[str]) -> int:
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)
         return 2
+    except RunsFailed as err:
+        print(f"solo-hyper: {err}", file=sys.stderr)
+        return 1
     except Exception as err:
         guards = sys.modules.get("solo_hyper.run.guards")  # loaded only by commands that train
         if guards is None or not isinstance(err, guards.RunStopped):

@@ -20,7 +20,18 @@ GPU_ACCELERATORS = ("gpu", "cuda")
 
 
 def resolve_device(name: Any, where: str = "device") -> torch.device:
-    """'auto' | 'cpu' | 'cuda' | 'cuda:N' -> a torch.device that exists here."""
+    """A device by name, checked against this machine.
+
+    Args:
+        name: 'auto' (CUDA when there is a GPU), 'cpu', 'cuda' or 'cuda:N'.
+        where: the key's name in messages.
+
+    Returns:
+        A torch.device that exists here.
+
+    Raises:
+        ConfigError: another name, CUDA on a machine without it, or an index past its GPUs.
+    """
     text = str(name)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
         raise ConfigError(f"{where} must be {DEVICE_NAMES}, got {name!r}")
@@ -54,10 +65,18 @@ def _on_gpu(accelerator: Any, gpus: int) -> bool:
 
 
 def training_processes(accelerator: Any, devices: Any, gpus: int | None = None) -> int:
-    """The training processes per node that Lightning starts for a checked
-    ``accelerator``/``devices`` pair: a list's length, a count, and for 'auto' (or null) every
-    GPU of a GPU run, one process on the CPU (-1: every GPU, or every CPU core). The one reading
-    of ``devices`` (scaled learning rate, global batch, per-process buffers)."""
+    """The training processes per node that Lightning starts for a checked pair: the one reading
+    of ``devices`` (scaled learning rate, global batch, per-process buffers).
+
+    Args:
+        accelerator: Lightning's accelerator ('auto' or None, 'cpu', 'gpu', 'cuda', ...).
+        devices: a list of GPU indices, a count, 'auto' or None, or -1.
+        gpus: the GPU count to count with (None: this machine's).
+
+    Returns:
+        A list's length, a count; for 'auto' (or None) every GPU of a GPU run and one process
+        on the CPU; for -1 every GPU, or every CPU core.
+    """
     gpus = torch.cuda.device_count() if gpus is None else gpus
     devices = _spelled(devices)
     if isinstance(devices, (list, tuple)):
@@ -73,7 +92,16 @@ def check_trainer_devices(accelerator: Any, devices: Any, gpus: int | None = Non
     """Lightning's ``accelerator``/``devices`` pair, checked against this machine's GPUs.
 
     On the CPU ``devices`` is a number of processes (a positive integer or 'auto'); a list
-    names GPU indices and needs GPUs. ``gpus`` (tests): the GPU count to check against.
+    names GPU indices and needs GPUs.
+
+    Args:
+        accelerator: Lightning's accelerator ('auto' or None, 'cpu', 'gpu', 'cuda', ...).
+        devices: a count, a list of GPU indices, 'auto', None or -1.
+        gpus: the GPU count to check against (None: this machine's; tests give one).
+
+    Raises:
+        ConfigError: a GPU accelerator without GPUs, more GPUs than there are, GPU indices on
+            the CPU or past the last GPU, or a value of another kind.
     """
     gpus = torch.cuda.device_count() if gpus is None else gpus
     on_gpu = _on_gpu(accelerator, gpus)

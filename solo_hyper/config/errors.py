@@ -10,6 +10,14 @@ class ConfigError(ValueError):
 
 
 def closest(name: str, choices) -> str:
-    """' (did you mean X?)' for the closest valid name, or ''."""
+    """The hint of a message about an unknown name.
+
+    Args:
+        name: the name given.
+        choices: the valid names.
+
+    Returns:
+        ``' (did you mean X?)'`` for the closest valid name X, or '' when none is close.
+    """
     match = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else ""

@@ -18,7 +18,18 @@ from solo_hyper.config.shipped import shipped_config
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """'a.b.c=value' -> (['a', 'b', 'c'], yaml-parsed value)."""
+    """One command-line override.
+
+    Args:
+        text: ``dotted.key=value``, e.g. ``optimizer.lr=0.5``.
+
+    Returns:
+        The key's path and the value as YAML reads it (``a.b.c=1`` -> (['a', 'b', 'c'], 1);
+        an empty value is None).
+
+    Raises:
+        ConfigError: no ``=``, or an empty key.
+    """
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
     key, raw = text.split("=", 1)
@@ -28,6 +39,16 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def set_dotted(cfg: dict, path: list[str], value: Any) -> None:
+    """Sets one key of a config in place, making the sections it needs.
+
+    Args:
+        cfg: the config (changed).
+        path: the key's parts; a digit indexes a list (``augmentations.0.crop_size``).
+        value: the new value.
+
+    Raises:
+        ConfigError: a part that goes into a value, or an index past a list's end.
+    """
     node: Any = cfg
     for i, part in enumerate(path[:-1]):
         if isinstance(node, list):
@@ -50,7 +71,15 @@ def _list_index(node: list, part: str, path: list[str]) -> int:
 
 
 def merge(base: dict, update: dict) -> dict:
-    """Recursive dict merge (lists and values replace)."""
+    """Recursive dict merge: mappings merge key by key, lists and values replace.
+
+    Args:
+        base: the lower layer (e.g. the defaults).
+        update: the upper layer, which wins.
+
+    Returns:
+        A new mapping; neither argument is changed.
+    """
     out = copy.deepcopy(base)
     for key, value in update.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
@@ -78,7 +107,21 @@ def check_not_hydra(path: Path, loaded: dict) -> None:
 def load_config(
     path: str | Path | None, overrides: list[str] = (), base: dict | None = None
 ) -> dict:
-    """Reads a YAML file (or starts from ``base``), applies overrides; no defaults, no checks."""
+    """Reads a YAML file (or starts from ``base``) and applies overrides; no defaults, no checks.
+
+    Args:
+        path: the YAML file (a relative path that is not here: the shipped config it names), or
+            None.
+        overrides: ``dotted.key=value`` strings, applied in order.
+        base: the mapping under the file (None: empty).
+
+    Returns:
+        The merged config.
+
+    Raises:
+        ConfigError: a missing file, a file that is not a mapping, a Hydra config of solo-learn
+            main, or a malformed override.
+    """
     cfg: dict = copy.deepcopy(base) if base else {}
     if path is not None:
         path = shipped_config(path)  # a relative path not here: the shipped config it names
@@ -105,8 +148,18 @@ def check_keys(
 ) -> None:
     """Every key of ``given`` must exist in ``known`` (recursively, sections must be mappings).
 
-    ``free_form``: paths whose values are free dicts; ``extra_top``: further valid top-level keys
-    (the pretraining config passes Lightning's Trainer arguments through).
+    Args:
+        given: the config as written.
+        known: the defaults' tree, whose keys are the valid ones.
+        label: the config's name in messages ("unknown <label> key ...").
+        free_form: paths whose values are free dicts, not checked inside.
+        extra_top: further valid top-level keys (the pretraining config passes Lightning's
+            Trainer arguments through).
+        prefix: where ``given`` sits in a larger config (for messages).
+
+    Raises:
+        ConfigError: an unknown key (with the closest valid name), or a value where a section
+            is expected.
     """
     for key, value in given.items():
         here = prefix + (key,)
@@ -154,6 +207,14 @@ def check_types(given: dict, known: dict, prefix: tuple[str, ...] = ()) -> None:
 
 
 def positive_int_or_none(value: Any, where: str) -> None:
-    """Subset sizes and the like: a positive integer or null."""
+    """Subset sizes and the like: a positive integer or null.
+
+    Args:
+        value: the value to check.
+        where: the key's name in the message.
+
+    Raises:
+        ConfigError: anything else.
+    """
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigError(f"{where} must be a positive integer or null, got {value!r}")

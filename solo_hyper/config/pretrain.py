@@ -92,13 +92,108 @@ LOGGERS = ("csv", "wandb", "tensorboard")
 FREE_FORM = {("backbone", "kwargs"), ("optimizer", "kwargs"), ("method_kwargs",)}
 
 
+# (type, meaning) of every key of DEFAULTS, in words: the configuration reference
+# (docs/configuration.md, written by ``python -m solo_hyper.cli.reference``) is made from it;
+# ``<i>`` stands for the index of a crop entry
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "name": ("str | null", "the run's name: its directory is <checkpoint.dir>/<name> (null: the method's name)"),
+    "method": ("str (required)", "the method: one of this plugin's (method arguments below) or a solo-learn baseline"),
+    "seed": ("int", "the run's random seed (weights, data order, augmentations)"),
+    "backbone.name": ("str", "the encoder, one of solo-learn's backbones (resnet18, resnet50, vit_small, ...) or this plugin's (small_cnn, resnet18_nobn, pixels)"),
+    "backbone.kwargs": ("mapping", "extra arguments of the backbone's constructor"),
+    "method_kwargs": ("mapping", "the method's arguments: a plugin method's Args or a baseline's keys (sections below); absent keys take their defaults"),
+    "data.dataset": ("str (required)", "the dataset: mnist, fashionmnist, cifar10, cifar100 or custom (an image folder)"),
+    "data.train_path": ("path | null", "folder of the training split (null: the dataset's usual places, Debian's copy for Fashion-MNIST)"),
+    "data.val_path": ("path | null", "folder of the test split (null: the dataset's usual places)"),
+    "data.download": ("bool", "download the dataset into train_path / val_path when it is not there"),
+    "data.num_workers": ("int", "DataLoader worker processes"),
+    "data.train_subset": ("int | null", "train on a fixed random subset of this many training images (null: all)"),
+    "data.val_subset": ("int | null", "evaluate on a fixed random subset of this many test images (null: all)"),
+    "data.image_size": ("int | null", "custom datasets (required there): images are resized to this before augmentation"),
+    "data.mean": ("list[float] | null", "per-channel mean of the normalisation (null: the dataset's statistics)"),
+    "data.std": ("list[float] | null", "per-channel standard deviation of the normalisation (null: the dataset's statistics)"),
+    "data.augment_on_device": ("bool", "augment with kornia on the training device; false: the DataLoader workers deliver augmented batches"),
+    "augmentations": ("list[mapping]", "the crop entries; crops of the first entry's size are the large ones, the others small (multi-crop)"),
+    "augmentations.<i>.rrc.enabled": ("bool", "random resized crop; false: the image is resized to crop_size"),
+    "augmentations.<i>.rrc.crop_min_scale": ("float", "smallest crop, as a fraction of the image's area"),
+    "augmentations.<i>.rrc.crop_max_scale": ("float", "largest crop, as a fraction of the image's area"),
+    "augmentations.<i>.color_jitter.prob": ("float", "probability of colour jitter"),
+    "augmentations.<i>.color_jitter.brightness": ("float", "colour jitter's brightness strength"),
+    "augmentations.<i>.color_jitter.contrast": ("float", "colour jitter's contrast strength"),
+    "augmentations.<i>.color_jitter.saturation": ("float", "colour jitter's saturation strength"),
+    "augmentations.<i>.color_jitter.hue": ("float", "colour jitter's hue strength"),
+    "augmentations.<i>.grayscale.prob": ("float", "probability of grey-scale conversion"),
+    "augmentations.<i>.gaussian_blur.prob": ("float", "probability of Gaussian blur (kernel about 10% of the crop)"),
+    "augmentations.<i>.gaussian_blur.sigma_min": ("float", "smallest blur sigma"),
+    "augmentations.<i>.gaussian_blur.sigma_max": ("float", "largest blur sigma"),
+    "augmentations.<i>.solarization.prob": ("float", "probability of solarisation"),
+    "augmentations.<i>.equalization.prob": ("float", "probability of histogram equalisation"),
+    "augmentations.<i>.horizontal_flip.prob": ("float", "probability of a horizontal flip"),
+    "augmentations.<i>.gaussian_noise.prob": ("float", "probability of additive Gaussian noise on [0, 1] pixels (EBCLR's augmentation)"),
+    "augmentations.<i>.gaussian_noise.std": ("float", "standard deviation of that noise"),
+    "augmentations.<i>.crop_size": ("int", "side of the crops in pixels (at or below 64, ResNets get the CIFAR stem)"),
+    "augmentations.<i>.num_crops": ("int", "crops of this entry per image"),
+    "optimizer.name": ("str", "sgd | lars | adam | adamw"),
+    "optimizer.batch_size": ("int", "images per step on each device"),
+    "optimizer.lr": ("float", "learning rate (times batch_size x devices / 256 when scale_lr)"),
+    "optimizer.scale_lr": ("bool", "scale lr by batch_size x devices / 256 (solo-learn's convention)"),
+    "optimizer.classifier_lr": ("float", "learning rate of solo-learn's online linear classifier on the detached features"),
+    "optimizer.weight_decay": ("float", "weight decay"),
+    "optimizer.kwargs": ("mapping", "extra arguments of the optimiser (sgd gets momentum 0.9 unless set)"),
+    "optimizer.exclude_bias_n_norm": ("bool", "lars: biases and normalisation layers keep the plain learning rate and no weight decay"),
+    "optimizer.eta_lars": ("float", "lars: trust coefficient"),
+    "optimizer.grad_clip_lars": ("bool", "lars: clip the adaptive learning rate at the global one"),
+    "scheduler.name": ("str", "warmup_cosine | cosine | step | none"),
+    "scheduler.warmup_epochs": ("int", "warmup_cosine: epochs of linear warm-up"),
+    "scheduler.warmup_start_lr": ("float", "warmup_cosine: learning rate at the start of the warm-up"),
+    "scheduler.min_lr": ("float", "learning rate at the end of the cosine"),
+    "scheduler.lr_decay_steps": ("list[int] | null", "step: the epochs at which the learning rate is divided by 10"),
+    "knn_eval.enabled": ("bool", "online kNN accuracy of the backbone's features on the test split at every validation"),
+    "knn_eval.k": ("int", "neighbours of that kNN"),
+    "checkpoint.enabled": ("bool", "write checkpoints (last.ckpt and epoch checkpoints) into the run directory"),
+    "checkpoint.dir": ("path", "folder of the run directories"),
+    "checkpoint.frequency": ("int", "an epoch checkpoint every this many epochs"),
+    "checkpoint.every_n_steps": ("int | null", "refresh last.ckpt every this many steps within an epoch (null: at epoch ends only)"),
+    "checkpoint.keep_prev": ("bool", "keep every epoch checkpoint (solo-learn's name); false: the newest keep_last"),
+    "checkpoint.keep_last": ("int", "epoch checkpoints kept besides last.ckpt when keep_prev is false"),
+    "auto_resume.enabled": ("bool", "continue an unfinished run from the newest checkpoint of its directory"),
+    "resume_from_checkpoint": ("path | null", "start a new run from this checkpoint's weights and state (a run directory or a .ckpt)"),
+    "logger": ("str | list[str]", "experiment loggers: csv | wandb | tensorboard, or a list of them"),
+    "wandb.enabled": ("bool", "add the wandb logger"),
+    "wandb.project": ("str", "wandb project"),
+    "wandb.entity": ("str | null", "wandb entity (null: the account's default)"),
+    "wandb.offline": ("bool", "log offline (wandb sync uploads later)"),
+    "nan_guard.enabled": ("bool", "stop the run at a non-finite loss, before the optimiser applies it"),
+    "max_epochs": ("int", "Lightning Trainer: epochs of training"),
+    "devices": ("int | list[int] | str", "Lightning Trainer: devices per node"),
+    "accelerator": ("str", "Lightning Trainer: auto | cpu | gpu | ..."),
+    "precision": ("int | str", "Lightning Trainer: 32, 16 (mixed) or bf16"),
+    "strategy": ("str | null", "Lightning Trainer: ddp, ... (null: Lightning's choice)"),
+    "num_nodes": ("int", "Lightning Trainer: machines"),
+    "accumulate_grad_batches": ("int", "Lightning Trainer: batches per optimiser step"),
+    "log_every_n_steps": ("int", "Lightning Trainer: logging interval in steps"),
+}  # fmt: skip
+
+
 PRETRAIN = Schema("config", DEFAULTS, frozenset(FREE_FORM))
 
 
 def complete(cfg: dict, trainer_keys: set[str]) -> dict:
     """Checks the keys against DEFAULTS (plus Trainer arguments) and fills in the defaults: the
-    completion step, before ``validate`` (which only checks); a known dataset's mean/std fill
-    absent ones."""
+    completion step, before ``validate`` (which only checks).
+
+    Args:
+        cfg: the config as written (YAML and overrides).
+        trainer_keys: the Lightning Trainer's argument names, valid top-level keys besides
+            DEFAULTS'.
+
+    Returns:
+        The complete config; a known dataset's mean and std fill absent ones.
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong kind, or augmentations that are not
+            a non-empty list of crop entries.
+    """
     out = PRETRAIN.complete(cfg, trainer_keys)
     data = out["data"]
     info = DATASETS.get(data["dataset"]) if isinstance(data["dataset"], str) else None
@@ -120,20 +215,35 @@ SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFA
 
 def crop_entries(cfg: dict) -> list[dict]:
     """The config's crop entries completed with their defaults (``augment.with_defaults``, which
-    the augmentation also applies to the entries it is given); the config itself keeps the
-    entries as written (its hash, the run's identity, is of what was written)."""
+    the augmentation also applies to the entries it is given).
+
+    Args:
+        cfg: a config with ``augmentations``; it keeps the entries as written (its hash, the
+            run's identity, is of what was written).
+
+    Returns:
+        New, complete entries.
+    """
     return [with_defaults(e) for e in cfg["augmentations"]]
 
 
 def small_images(crops: list[dict]) -> bool:
     """Whether the run's large crops (completed entries) are small enough for the CIFAR stem
-    (3x3 conv, no max-pool)."""
+    (3x3 conv, no max-pool).
+
+    Args:
+        crops: the completed crop entries (``crop_entries``).
+    """
     return crops[0]["crop_size"] <= SMALL_IMAGE_SIZE
 
 
 def crop_counts(crops: list[dict]) -> tuple[int, int]:
     """(large, small) crops of completed entries: crops of the first entry's size are large, as
-    in solo-learn."""
+    in solo-learn.
+
+    Args:
+        crops: the completed crop entries (``crop_entries``).
+    """
     large_size = crops[0]["crop_size"]
     large = sum(int(e["num_crops"]) for e in crops if e["crop_size"] == large_size)
     return large, sum(int(e["num_crops"]) for e in crops) - large
@@ -155,9 +265,21 @@ def validate(
 ) -> RunShape:
     """Every check of a completed pretraining config that is not the method's own (its
     ``method_kwargs``: the objective's ``Args``; its whole-config checks: ``check_config``), before
-    any work, changing nothing: the dataset, optimiser, schedule, budget, crops (the method's
-    ``required_crops``; None: any number), backbone (one of ``backbones``), loggers and
-    checkpoints. ConfigError with the fix."""
+    any work, changing nothing: the dataset, optimiser, schedule, budget, crops, backbone,
+    loggers and checkpoints.
+
+    Args:
+        cfg: the complete config (``complete``).
+        required_crops: the crops per image the method works on (None: any number).
+        backbones: the backbone names this installation builds.
+
+    Returns:
+        The dataset's image size, the completed crop entries and the large and small crop
+        counts.
+
+    Raises:
+        ConfigError: the first failed check, with the fix.
+    """
     if not cfg.get("method"):
         raise ConfigError("config has no 'method'")
     image_size = _check_dataset(cfg["data"])
@@ -274,8 +396,17 @@ def _check_crop_counts(method: str, crops: list[dict], required: int | None) -> 
 
 
 def loggers(cfg: dict) -> list[str]:
-    """The experiment loggers of a config: ``logger`` (a name or a list) plus wandb when
-    ``wandb.enabled``; checked against LOGGERS."""
+    """The experiment loggers of a config.
+
+    Args:
+        cfg: a config with ``logger`` (a name, a list, or null) and ``wandb.enabled``.
+
+    Returns:
+        The logger names, once each, wandb added when ``wandb.enabled``.
+
+    Raises:
+        ConfigError: a name that is not in LOGGERS.
+    """
     given = cfg.get("logger")
     names = [] if given in (None, False) else [given] if isinstance(given, str) else given
     if not isinstance(names, list):
@@ -290,13 +421,33 @@ def loggers(cfg: dict) -> list[str]:
 
 def method_section(method: str, args: dict[str, Any], given: dict) -> dict[str, Any]:
     """``method_kwargs`` completed by the method's schema (keys, types, defaults:
-    ``method_schema``); the values are the objective's to check."""
+    ``method_schema``); the values are the objective's to check.
+
+    Args:
+        method: the method's name (in messages).
+        args: its arguments' defaults (an objective's ``Args.defaults()``, or a baseline's).
+        given: the config's ``method_kwargs``.
+
+    Returns:
+        ``given`` completed with the defaults.
+
+    Raises:
+        ConfigError: an unknown key or a value of the wrong kind.
+    """
     return method_schema(method, args).complete(given)
 
 
 def check_data_paths(data: dict) -> None:
     """A given data.train_path / val_path must exist (a missing path is an error, never a fall
-    back to another copy of the data); with data.download=true it is the download target."""
+    back to another copy of the data); with data.download=true it is the download target.
+
+    Args:
+        data: the config's data section.
+
+    Raises:
+        ConfigError: a missing path (or one without the dataset's files), or no path for the
+            custom dataset.
+    """
     dataset = data.get("dataset")
     for key in ("train_path", "val_path"):
         path = data.get(key)

@@ -19,7 +19,14 @@ def configs_root() -> Path:
 
 def shipped_config(path: str | Path) -> Path:
     """``path`` when it is a file (or absolute); else the shipped config it names, if any; else
-    ``path`` as given (the caller's error names it)."""
+    ``path`` as given (the caller's error names it).
+
+    Args:
+        path: a config's path as the user gave it (e.g. pretrain/fashionmnist/hcl.yaml).
+
+    Returns:
+        The file to read.
+    """
     given = Path(path)
     if given.is_file() or given.is_absolute():
         return given

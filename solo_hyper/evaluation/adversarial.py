@@ -69,7 +69,12 @@ class PGDSpec:
 
 
 class PixelClassifier(nn.Module):
-    """encoder + linear head on [0, 1] pixels: what the white-box attacker differentiates."""
+    """encoder + linear head on [0, 1] pixels: what the white-box attacker differentiates.
+
+    It takes images with their stored channels: a grey (1-channel) image is repeated to the
+    encoder's channels (those of ``mean``) inside the model, so an attack perturbs the image as
+    stored, in the 1 x H x W l_inf ball every grey-image robustness number uses, and its input
+    gradient is the sum of the repeated channels' gradients."""
 
     def __init__(
         self, encoder: nn.Module, head: nn.Module, mean: Sequence[float], std: Sequence[float]
@@ -80,6 +85,8 @@ class PixelClassifier(nn.Module):
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1))
 
     def features(self, x: Tensor) -> Tensor:
+        if x.shape[1] == 1:
+            x = x.expand(-1, self.mean.shape[1], -1, -1)
         return self.encoder((x - self.mean) / self.std)
 
     def forward(self, x: Tensor) -> Tensor:

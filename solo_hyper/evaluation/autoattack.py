@@ -72,9 +72,25 @@ class AutoAttackSpec:
 
     @property
     def label(self) -> str:
-        """'AA 8/255' (the standard version), 'AA-plus 0.1', ..."""
-        name = "AA" if self.version == "standard" else f"AA-{self.version}"
+        """'AA 8/255' (the standard version), 'AA-plus 0.1', 'AA-apgd-ce+apgd-t 8/255' (custom)."""
+        name = {"standard": "AA", "custom": "AA-" + "+".join(self.attacks)}.get(
+            self.version, f"AA-{self.version}")  # fmt: skip
         return f"{name} {eps_text(self.eps)}"
+
+    def attack(self, model: nn.Module, seed: int, device: torch.device):
+        """The package's AutoAttack object. ``custom`` runs the listed attacks, in their order,
+        as the standard version's own attack objects (its settings: APGD-CE 1 restart, APGD-T 9
+        target classes x 1 restart, FAB-T 9 targets, Square 5,000 queries), so ``[apgd-ce,
+        apgd-t]`` is exactly the standard version's first two stages; the package's own custom
+        version keeps APGD-CE at 5 restarts."""
+        from pyautoattack import AutoAttack
+
+        version = "standard" if self.version == "custom" else self.version
+        attack = AutoAttack(model, norm="Linf", eps=float(self.eps), version=version, seed=seed,
+                            device=device)  # fmt: skip
+        if self.version == "custom":
+            attack.version, attack.attacks_to_run = "custom", list(self.attacks)
+        return attack
 
     def perturb(
         self, model: nn.Module, x: Tensor, y: Tensor, seed: int, messages: list[str] | None = None
@@ -83,13 +99,8 @@ class AutoAttackSpec:
         fools the model (each attack runs on the images still classified correctly), so the
         accuracy on the result is the point-wise worst case over its attacks. Its warnings are
         appended to ``messages`` (each once)."""
-        from pyautoattack import AutoAttack
-
         with eval_mode(model), _seeded(seed, x.device), _collected(messages):
-            attack = AutoAttack(
-                model, norm="Linf", eps=float(self.eps), version=self.version, seed=seed,
-                device=x.device, attacks=list(self.attacks) if self.version == "custom" else None,
-            )  # fmt: skip
+            attack = self.attack(model, seed, x.device)
             x_adv, _ = attack.run_standard_evaluation(x, y, batch_size=len(x))
         return checked(x_adv, x, self.eps, self.label)
 

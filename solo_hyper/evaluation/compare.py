@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,6 +295,10 @@ def draw(
     return [f[0] for f in figures.values() if f is not None] + ([disk] if disk else [])
 
 
+# runs prepared runs as parallel jobs, each evaluated with evaluate_run's options (None: not)
+Launcher = Callable[[list[Prepared], "dict | None"], None]
+
+
 @dataclass
 class Plan:
     """What a comparison will train: one prepared run per (config, seed), checked up front."""
@@ -336,12 +341,14 @@ def compare(
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
     seeds=None, pairs: list[str] | None = None, eval_dataset: str | None = None,
-    controls: bool = True, eval_budget: str = "full",
+    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
 ) -> list[dict]:  # fmt: skip
     """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
     run with the same protocol (on ``eval_budget``'s sets, ``protocol.EVAL_BUDGETS``), and
     beside them (``controls``) each run's untrained backbone and the raw pixels, and writes the
-    tables (and figures); returns one row per run."""
+    tables (and figures); returns one row per run. ``launch``: trains and evaluates the runs as
+    parallel jobs first (``--jobs``, ``--executor``); the loop below then reuses them, and
+    evaluates the controls in this process."""
     out = Path(out_dir)
     todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
     preps = [prep for _, prep in todo.runs]
@@ -349,6 +356,10 @@ def compare(
         check_environment(prep.cfg)
     if evaluate:
         check_linear(preps, linear_epochs, linear_config_path, eval_dataset, eval_budget)
+    if launch is not None:
+        launch(preps, dict(linear_epochs=linear_epochs, linear_config_path=linear_config_path,
+                           disk=plots_enabled, device=device, eval_dataset=eval_dataset,
+                           budget=eval_budget) if evaluate else None)  # fmt: skip
     rows = []
     phases = Phases("compare", len(todo.runs))
     for i, (label, prep) in enumerate(todo.runs, 1):

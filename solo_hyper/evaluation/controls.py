@@ -61,14 +61,14 @@ def copied_channels(data: dict, eval_dataset: str | None = None) -> bool:
     return (eval_dataset or data["dataset"]) in IDX_SOURCES and same
 
 
-def pixels_config(cfg: dict, eval_dataset: str | None = None, every_channel: bool = False) -> dict:
+def pixels_config(cfg: dict, eval_dataset: str | None = None) -> dict:
     """The run's config with the ``pixels`` backbone on the evaluation view's distinct input
     (of ``eval_dataset`` under transfer): 1 x crop x crop where its channels are copies
-    (``copied_channels``), else 3 x crop x crop; ``every_channel``: always 3 (an attack
-    perturbs each channel on its own, so under attack the copies differ)."""
+    (``copied_channels``; an attack perturbs the stored grey image, so they stay copies), else
+    3 x crop x crop."""
     out = copy.deepcopy(cfg)
     crop = int(cfg["augmentations"][0]["crop_size"])
-    channels = 1 if copied_channels(cfg["data"], eval_dataset) and not every_channel else 3
+    channels = 1 if copied_channels(cfg["data"], eval_dataset) else 3
     out["backbone"] = {"name": "pixels", "kwargs": {"shape": [channels, crop, crop]}}
     return out
 
@@ -84,27 +84,22 @@ def pixels_note(cfg: dict, eval_dataset: str | None = None) -> str:
     return text + "."
 
 
-def _control_model(
-    prep: Prepared, kind: str, eval_dataset: str | None = None, every_channel: bool = False
-):  # fmt: skip
+def _control_model(prep: Prepared, kind: str, eval_dataset: str | None = None):
     if kind == UNTRAINED:
         model = initial_model(prep)[0]
         return model, prep.cfg
-    cfg = {**pixels_config(prep.cfg, eval_dataset, every_channel), "seed": PIXELS_SEED}
+    cfg = {**pixels_config(prep.cfg, eval_dataset), "seed": PIXELS_SEED}
     pixels = prepare(None, base=cfg)
     model = initial_model(pixels)[0]
     return model, pixels.cfg
 
 
-def write_control(
-    prep: Prepared, kind: str, root: Path, eval_dataset: str | None = None,
-    every_channel: bool = False,
-) -> Path:  # fmt: skip
+def write_control(prep: Prepared, kind: str, root: Path, eval_dataset: str | None = None) -> Path:
     """The control's directory under ``root/controls`` (its checkpoint written once; the raw
-    pixels' shape follows the evaluated dataset and ``every_channel``, ``pixels_config``)."""
+    pixels' shape follows the evaluated dataset, ``pixels_config``)."""
     if kind not in TITLES:
         raise ValueError(f"control kind must be one of {sorted(TITLES)}, got {kind!r}")
-    model, cfg = _control_model(prep, kind, eval_dataset, every_channel)
+    model, cfg = _control_model(prep, kind, eval_dataset)
     state = model.state_dict()
     where = ("pixels", cfg["data"]["dataset"]) if kind == PIXELS else (
         "untrained", cfg["data"]["dataset"], prep.cfg["backbone"]["name"], f"s{cfg['seed']}")

@@ -3,16 +3,21 @@
 
 A gradient attack can call a model robust because its input gradients are useless (zero, tiny,
 noisy), not because it is. Each check below is one of the literature's symptoms of that, measured
-on the first ``images`` evaluation images at radius ``eps``:
+on ``images`` evaluation images at radius ``eps``, and each can fail:
 
-- strength: PGD with more steps (20, 100, 200; each the point-wise worst case over ``restarts``
-  random starts) must not leave more images correct;
-- sweep: accuracy under PGD must fall with eps and reach ~0 at a large radius (0.3);
-- black-box: the gradient-free Square attack must not beat the white-box attacks;
-- transfer: examples crafted on the Euclidean twin (RoCL for RHCL) must not beat them either;
+- black-box: the gradient-free Square attack with AutoAttack's 5,000 queries must not read below
+  the white-box attacks on the same images (the point-wise worst of every PGD run below);
+- unbounded: at a radius no classifier can stand (eps >= 0.5 on [0, 1] pixels: every image can
+  be moved to mid-grey), PGD must bring the accuracy down to chance;
+- monotone: accuracy under PGD must not rise with eps (the sweep, the unbounded radius last);
+- transfer: examples crafted on the Euclidean twin (RoCL for RHCL) must not beat the white-box
+  attacks either;
 - gradients: the share of images whose input gradient of the attacked loss is ~0.
 
 A check that fails flags the model; ``robust-eval`` marks a flagged model's robust columns.
+Separately, the strength report says how much stronger attacks lower the reported PGD-20: PGD
+with ``long_steps`` steps and PGD-20 with ``restarts`` random restarts, each on its own (not
+pooled); a drop larger than ``tolerance`` says PGD-20 overstates the robustness.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from torch import Tensor, nn
 
 from solo_hyper.attacks import eps_text, eval_mode, pgd_linf
 
+UNBOUNDED = 0.5  # l_inf radius at which every [0, 1] image can be moved to mid-grey
+
 
 @dataclass(frozen=True)
 class DiagnosticsSpec:
@@ -32,27 +39,30 @@ class DiagnosticsSpec:
 
     images: int = 100
     eps: float = 8 / 255
-    steps: tuple[int, ...] = (20, 100, 200)
-    restarts: int = 5
+    steps: int = 20  # the reported attack's steps
+    long_steps: int = 200
+    restarts: int = 10
     sweep: tuple[float, ...] = (2 / 255, 8 / 255, 16 / 255, 0.1, 0.2, 0.3)
-    square_queries: int = 1000
+    unbounded: float = UNBOUNDED
+    square_queries: int = 5000
     tolerance: float = 2.0  # accuracy points a check may be off before it flags
-    floor: float = 5.0  # accuracy (%) the sweep must reach at its largest eps
     tiny_gradient: float = 1e-10  # l1 norm of an input gradient that counts as zero
     tiny_share: float = 10.0  # % of images with a ~0 gradient that flags masking
 
     def __post_init__(self) -> None:
-        counts = {"images": self.images, "restarts": self.restarts,
-                  "square_queries": self.square_queries}  # fmt: skip
+        counts = {"images": self.images, "steps": self.steps, "long_steps": self.long_steps,
+                  "restarts": self.restarts, "square_queries": self.square_queries}  # fmt: skip
         for key, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
-        if not self.steps or any(isinstance(s, bool) or not isinstance(s, int) or s < 1
-                                 for s in self.steps):  # fmt: skip
-            raise ValueError(f"steps must be a list of integers >= 1, got {list(self.steps)!r}")
         if not self.sweep or any(not e > 0 for e in self.sweep) or not self.eps > 0:
             raise ValueError("eps and every sweep radius must be > 0")
-        for key in ("tolerance", "floor", "tiny_gradient", "tiny_share"):
+        if not self.unbounded >= UNBOUNDED:
+            raise ValueError(f"unbounded must be >= {UNBOUNDED} (a radius at which every image "
+                             f"can be moved to mid-grey), got {self.unbounded!r}")  # fmt: skip
+        if any(e >= self.unbounded for e in self.sweep):
+            raise ValueError(f"every sweep radius must be below unbounded ({self.unbounded:g})")
+        for key in ("tolerance", "tiny_gradient", "tiny_share"):
             if not getattr(self, key) >= 0:
                 raise ValueError(f"{key} must be >= 0, got {getattr(self, key)!r}")
 
@@ -71,11 +81,44 @@ class Check:
 
 
 @dataclass
+class Strength:
+    """How much stronger attacks lower PGD-``steps`` on the same images (accuracies in %)."""
+
+    steps: int
+    base: float  # PGD-steps, one random start
+    long_steps: int
+    long: float
+    restarts: int
+    restarted: float  # point-wise worst over the restarts
+    tolerance: float
+
+    @property
+    def drop(self) -> float:
+        return max(self.base - self.long, self.base - self.restarted)
+
+    @property
+    def verdict(self) -> str:
+        return (f"PGD-{self.steps} OVERSTATES by {self.drop:.1f}" if self.drop > self.tolerance
+                else f"PGD-{self.steps} holds")  # fmt: skip
+
+    @property
+    def detail(self) -> str:
+        return (f"PGD-{self.steps} {self.base:.1f}; PGD-{self.long_steps} {self.long:.1f} "
+                f"({self.long - self.base:+.1f}); PGD-{self.steps} x{self.restarts} restarts "
+                f"{self.restarted:.1f} ({self.restarted - self.base:+.1f}); a drop of more than "
+                f"{self.tolerance:g} says PGD-{self.steps} overstates")  # fmt: skip
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
 class Diagnosis:
     title: str  # 'rhcl (r-LE)'
     images: int
     eps: float
     checks: list[Check] = field(default_factory=list)
+    strength: Strength | None = None
 
     @property
     def flagged(self) -> bool:
@@ -89,17 +132,25 @@ class Diagnosis:
     def as_dict(self) -> dict:
         return {"title": self.title, "images": self.images, "eps": self.eps, "verdict": self.verdict,
                 "checks": [{"name": c.name, "detail": c.detail, "flagged": c.flagged}
-                           for c in self.checks]}  # fmt: skip
+                           for c in self.checks],
+                "strength": None if self.strength is None else self.strength.as_dict()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict) -> Diagnosis:
+        strength = data.get("strength")
         return cls(data["title"], data["images"], data["eps"],
-                   [Check(c["name"], c["detail"], c["flagged"]) for c in data["checks"]])  # fmt: skip
+                   [Check(c["name"], c["detail"], c["flagged"]) for c in data["checks"]],
+                   None if strength is None else Strength(**strength))  # fmt: skip
 
     def lines(self) -> list[str]:
-        """One printed line per check, then the model's verdict."""
+        """One printed line per check (numbers and verdict), the model's verdict, then the
+        strength report."""
         out = [f"{self.title}: {c.name}: {c.verdict}: {c.detail}" for c in self.checks]
-        return out + [f"{self.title}: gradient-masking diagnostics {self.verdict}"]
+        out.append(f"{self.title}: gradient-masking diagnostics {self.verdict}")
+        if self.strength is not None:
+            out.append(f"{self.title}: attack strength: {self.strength.verdict}: "
+                       f"{self.strength.detail}")  # fmt: skip
+        return out
 
 
 def _accuracy(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> Tensor:
@@ -142,44 +193,35 @@ def input_gradient_norms(model: nn.Module, x: Tensor, y: Tensor, batch_size: int
     return torch.cat(norms)
 
 
+def _pgd_accuracy(model, x, y, eps, steps, generator, batch_size, restarts: int = 1) -> float:
+    return _pct(_pgd_correct(model, x, y, eps, steps, restarts, generator, batch_size))
+
+
 def diagnose(
     model: nn.Module, x: Tensor, y: Tensor, spec: DiagnosticsSpec, title: str, seed: int = 0,
     batch_size: int = 256, twin: nn.Module | None = None, twin_name: str = "",
 ) -> Diagnosis:  # fmt: skip
-    """Every check of the module docstring on (x, y) (its first ``spec.images`` images)."""
+    """Every check of the module docstring, and the strength report, on (x, y) (its first
+    ``spec.images`` images)."""
     from solo_hyper.evaluation import autoattack
 
     x, y = x[: spec.images], y[: spec.images]
     diagnosis = Diagnosis(title, len(x), spec.eps)
     generator = torch.Generator(device=x.device).manual_seed(seed)
     eps, tol = spec.eps, spec.tolerance
-    clean = _pct(_accuracy(model, x, y, batch_size))
+    with torch.no_grad(), eval_mode(model):
+        classes = int(model(x[:1]).shape[1])
+    chance = 100.0 / classes
 
-    # strength: more steps must not help the model
-    worst = torch.ones(len(x), dtype=torch.bool, device=x.device)
-    by_steps = []
-    for steps in spec.steps:
-        correct = _pgd_correct(model, x, y, eps, steps, spec.restarts, generator, batch_size)
-        worst &= correct
-        by_steps.append((steps, _pct(correct)))
-    rises = any(b[1] > a[1] + tol for a, b in zip(by_steps, by_steps[1:]))
-    text = ", ".join(f"PGD-{s} {a:.1f}" for s, a in by_steps)
-    diagnosis.checks.append(Check(
-        "strength", f"accuracy at eps {eps_text(eps)} with {spec.restarts} restarts: {text} "
-        f"(clean {clean:.1f}); must not rise with the steps", rises))  # fmt: skip
+    # attack strength: PGD-steps, then more steps, then restarts, each on its own
+    base = _pgd_correct(model, x, y, eps, spec.steps, 1, generator, batch_size)
+    long = _pgd_correct(model, x, y, eps, spec.long_steps, 1, generator, batch_size)
+    restarted = base & _pgd_correct(model, x, y, eps, spec.steps, spec.restarts - 1, generator,
+                                    batch_size)  # fmt: skip
+    diagnosis.strength = Strength(spec.steps, _pct(base), spec.long_steps, _pct(long),
+                                  spec.restarts, _pct(restarted), tol)  # fmt: skip
+    worst = base & long & restarted
     white_box = _pct(worst)
-
-    # sweep: accuracy falls with eps, to ~0 at the largest radius
-    sweep = []
-    for radius in sorted(spec.sweep):
-        sweep.append((radius, _pct(_pgd_correct(model, x, y, radius, spec.steps[0], 1, generator,
-                                                batch_size))))  # fmt: skip
-    climbs = any(b[1] > a[1] + tol for a, b in zip(sweep, sweep[1:]))
-    last = sweep[-1][1]
-    text = ", ".join(f"{eps_text(r)}: {a:.1f}" for r, a in sweep)
-    diagnosis.checks.append(Check(
-        "eps sweep", f"PGD-{spec.steps[0]} accuracy {text}; must fall with eps and reach "
-        f"<= {spec.floor:g} at eps {eps_text(sweep[-1][0])}", climbs or last > spec.floor))  # fmt: skip
 
     # black-box: Square must not beat the white-box attacks
     adv = torch.cat([
@@ -190,8 +232,25 @@ def diagnose(
     square = _pct(_accuracy(model, adv, y, batch_size))
     diagnosis.checks.append(Check(
         "black-box", f"Square ({spec.square_queries} queries) {square:.1f} vs white-box "
-        f"{white_box:.1f} (every PGD run above, point-wise) at eps {eps_text(eps)}; Square lower by "
-        f"more than {tol:g} flags", square < white_box - tol))  # fmt: skip
+        f"{white_box:.1f} (every PGD run of the strength report, point-wise) at eps "
+        f"{eps_text(eps)}; Square lower by more than {tol:g} flags", square < white_box - tol))  # fmt: skip
+
+    # unbounded: at eps >= 0.5 every image can be made mid-grey, so PGD must reach chance
+    unbounded = _pgd_accuracy(model, x, y, spec.unbounded, spec.long_steps, generator, batch_size)
+    diagnosis.checks.append(Check(
+        "unbounded", f"PGD-{spec.long_steps} at eps {eps_text(spec.unbounded)}: {unbounded:.1f} "
+        f"(chance {chance:.1f}); above chance by more than {tol:g} flags",
+        unbounded > chance + tol))  # fmt: skip
+
+    # monotone: accuracy must not rise with eps
+    sweep = [(r, _pgd_accuracy(model, x, y, r, spec.steps, generator, batch_size))
+             for r in sorted(spec.sweep)]  # fmt: skip
+    sweep.append((spec.unbounded, unbounded))
+    rises = [(a, b) for a, b in zip(sweep, sweep[1:]) if b[1] > a[1] + tol]
+    text = ", ".join(f"{eps_text(r)}: {a:.1f}" for r, a in sweep)
+    diagnosis.checks.append(Check(
+        "monotone", f"PGD-{spec.steps} accuracy by eps {text} (the last PGD-{spec.long_steps}); "
+        f"a rise of more than {tol:g} flags", bool(rises)))  # fmt: skip
 
     # transfer: examples crafted on the Euclidean twin must not beat the white-box attacks
     if twin is None:
@@ -201,12 +260,12 @@ def diagnose(
             crafted = torch.cat([
                 pgd_linf(lambda v, yb=y[i : i + batch_size]: F.cross_entropy(
                     twin(v), yb, reduction="sum"), x[i : i + batch_size], eps, eps / 10,
-                    spec.steps[-1], True, generator=generator)
+                    spec.long_steps, True, generator=generator)
                 for i in range(0, len(x), batch_size)
             ])  # fmt: skip
         transfer = _pct(_accuracy(model, crafted, y, batch_size))
         diagnosis.checks.append(Check(
-            "transfer", f"PGD-{spec.steps[-1]} crafted on {twin_name or 'the twin'}: "
+            "transfer", f"PGD-{spec.long_steps} crafted on {twin_name or 'the twin'}: "
             f"{transfer:.1f} vs white-box {white_box:.1f}; lower by more than {tol:g} flags",
             transfer < white_box - tol))  # fmt: skip
 
@@ -234,5 +293,8 @@ def markdown(diagnoses: list[Diagnosis]) -> str:
                   f"{d.images} evaluation images, eps {eps_text(d.eps)}.", "",
                   "| check | verdict | numbers |", "|---|---|---|"]  # fmt: skip
         parts += [f"| {c.name} | {c.verdict} | {c.detail} |" for c in d.checks]
+        if d.strength is not None:
+            parts.append(f"| attack strength (not a masking check) | {d.strength.verdict} | "
+                         f"{d.strength.detail} |")  # fmt: skip
         parts.append("")
     return "\n".join(parts)

@@ -4,13 +4,13 @@ channels-last on the CPU.
 In eval mode a BatchNorm is an affine map per channel, so folding it into the preceding
 convolution's weights and bias (``torch.fx``'s ``fuse``) computes the same function with one pass
 over the activations fewer; the features then differ only by float rounding. Channels-last
-lets oneDNN run the CPU convolutions on its blocked layout without reordering each one. Measured
-by ``benchmarks/features.py`` (the main job's SmallCNN on 4,096 Fashion-MNIST test images, 2-core
-CPU at load ~7, benchmarks/results/features.md): folded 0.86x, channels-last 0.64x, both 0.46x
-the plain module's time. Batches of 4096 gave 0.44x, of 256 0.57x: the evaluation keeps 1024
-(``features.EVAL_BATCH``, a quarter of the memory). One thread gave 0.36x at that load (the
-second thread waits on the neighbours' jobs); the thread count is left to torch, as for training.
-The GPU gets the folding only (channels-last was not measured there).
+lets oneDNN run the CPU convolutions on its blocked layout without reordering each one. Each
+gain, the batch size and the thread count are measured by ``benchmarks/features.py``
+(benchmarks/results/features.md): the evaluation keeps batches of 1024 (``features.EVAL_BATCH``),
+close to the largest batch's speed at a quarter of its memory, and leaves the thread count to
+torch, as training does: the measured one-thread gain came from other jobs holding the cores, a
+state of the machine rather than of the work. The GPU gets the folding only: channels-last has
+no measurement there.
 """
 
 from __future__ import annotations
@@ -69,3 +69,33 @@ def inference_backbone(model: nn.Module, device: torch.device) -> Iterator[bool]
         yield last
     finally:
         setattr(model, attr, original)
+
+
+class _ChannelsLastInput(nn.Module):
+    """Runs ``module`` on its input laid out channels-last (a differentiable copy)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x.contiguous(memory_format=torch.channels_last))
+
+
+@contextlib.contextmanager
+def attacked_at_inference_speed(model: nn.Module, device: torch.device) -> Iterator[nn.Module]:
+    """While the block runs, ``model`` (a classifier in eval mode whose backbone is frozen: PGD,
+    AutoAttack, the diagnostics, the r-LE head's attack) computes through the folded,
+    channels-last backbone of ``inference_backbone``: the same logits and input gradients up to
+    float rounding (tests/evaluation/test_attacked_speed.py), at the speed measured in
+    benchmarks/results/attacked-model.md. The fast copy's parameters take no gradient; the
+    model's own backbone is put back afterwards. Not for training the backbone (its BatchNorm
+    must then see batch statistics)."""
+    with inference_backbone(model, device) as last:
+        attr = backbone_attr(model)
+        fast = getattr(model, attr, None)
+        if isinstance(fast, nn.Module):
+            fast.requires_grad_(False)
+            if last:
+                setattr(model, attr, _ChannelsLastInput(fast))
+        yield model

@@ -199,6 +199,35 @@ def check_logistic_values(section: dict) -> None:
         raise ConfigError(f"logistic.tolerance must be a number > 0, got {tol!r}")
 
 
+# (type, meaning) of every key of LINEAR_DEFAULTS: the configuration reference
+# (docs/configuration.md, ``python -m solo_hyper.cli.reference``) is made from it
+LINEAR_DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "protocol": ("str", "logistic (the converged probe on un-augmented features) | sgd (solo-learn's LinearModel, the papers' protocol)"),
+    "logistic.c_grid": ("list[float]", "inverse L2 strengths (scikit-learn's C) from which the held-out split chooses"),
+    "logistic.c_max": ("float", "when the choice is the grid's largest C, the grid grows tenfold up to this C"),
+    "logistic.holdout": ("float", "fraction of the training split held out to choose C"),
+    "logistic.max_iter": ("int", "L-BFGS iterations per fit at most"),
+    "logistic.tolerance": ("float", "convergence: the largest gradient entry falls below this"),
+    "features": ("str", "sgd: augmented (random crops and flips through the frozen backbone every step) | precomputed (un-augmented features, once)"),
+    "max_epochs": ("int", "sgd: epochs of training"),
+    "optimizer.name": ("str", "sgd: sgd | adam (what solo-learn's LinearModel accepts)"),
+    "optimizer.batch_size": ("int", "sgd: images per step"),
+    "optimizer.lr": ("float", "sgd: learning rate"),
+    "optimizer.weight_decay": ("float", "sgd: weight decay"),
+    "optimizer.kwargs": ("mapping", "sgd: extra arguments of the optimiser; given (or another optimiser named), they replace the default momentum"),
+    "scheduler.name": ("str", "sgd: step | cosine | warmup_cosine | none"),
+    "scheduler.lr_decay_steps": ("list[int]", "sgd, step: the epochs at which the learning rate is divided by 10"),
+    "augmentations.crop_min_scale": ("float", "sgd, augmented: smallest random resized crop, as a fraction of the image's area"),
+    "augmentations.crop_max_scale": ("float", "sgd, augmented: largest random resized crop"),
+    "augmentations.horizontal_flip": ("float", "sgd, augmented: probability of a horizontal flip"),
+    "data": ("mapping", "overrides of the run's data section (its keys; absent ones: the run's, on the dataset's full splits)"),
+    "seed": ("int", "random seed of the evaluation"),
+    "accelerator": ("str", "accelerator of the sgd protocol's Trainer: auto | cpu | gpu"),
+    "devices": ("int", "devices of the sgd protocol's Trainer"),
+    "precision": ("int | str", "precision of the sgd protocol's Trainer (32, 16 or bf16)"),
+}  # fmt: skip
+
+
 LINEAR = Schema("linear config", LINEAR_DEFAULTS, frozenset(FREE_FORM), check_linear_values)
 
 

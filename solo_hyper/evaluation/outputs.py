@@ -15,7 +15,15 @@ def _stderr(line: str) -> None:
 
 def set_aside(paths: list[Path], log: Callable[[str], None] = _stderr) -> list[Path]:
     """Renames the existing ``paths`` to ``<stem>-<their time stamp><suffix>`` (one line each
-    through ``log``); returns the new names."""
+    through ``log``); returns the new names.
+
+    Args:
+        paths: result files about to be rewritten (absent ones are skipped).
+        log: where the one line per moved file goes (default: stderr).
+
+    Returns:
+        The new names of the moved files.
+    """
     moved = []
     for path in paths:
         if not path.is_file():

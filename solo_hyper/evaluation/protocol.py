@@ -142,6 +142,19 @@ def run_dataset(run_dir: Path, ckpt_path: Path) -> str:
     return read_checkpoint(ckpt_path)["solo_hyper_config"]["data"]["dataset"]
 
 
+def eval_cache(run_dir: Path, eval_dataset: str | None = None, budget: str = "full") -> Path:
+    """Where ``evaluate_run`` keeps its numbers: RUN/eval[-<dataset>][-<budget>].json, one file
+    per transfer target and evaluation budget (a smoke evaluation never read as a full one).
+
+    Args:
+        run_dir: the run directory.
+        eval_dataset: the transfer target (None: the run's own dataset).
+        budget: the evaluation budget (``EVAL_BUDGETS``).
+    """
+    parts = ["eval", *([eval_dataset] if eval_dataset else []), *([budget] if budget != "full" else [])]
+    return Path(run_dir) / f"{'-'.join(parts)}.json"
+
+
 def evaluate_run(
     run_dir: str | Path,
     linear_epochs: int | None = None,
@@ -177,8 +190,7 @@ def evaluate_run(
         **({"eval_dataset": target} if target else {}),
         **({"budget": budget} if budget != "full" else {}),
     }  # fmt: skip
-    stem = "-".join(["eval", *([target] if target else []), *([budget] if budget != "full" else [])])
-    cache = run_dir / f"{stem}.json"
+    cache = eval_cache(run_dir, target, budget)
     if cache.is_file():
         cached = json.loads(cache.read_text())
         if cached.get("protocol") == protocol:

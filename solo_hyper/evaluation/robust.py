@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solo_hyper.augment import to_float_rgb
+from solo_hyper.augment import to_float
 from solo_hyper.config import (
     ConfigError,
     Schema,
@@ -43,7 +43,10 @@ from solo_hyper.evaluation.adversarial import (
 from solo_hyper.evaluation.autoattack import AutoAttackSpec
 from solo_hyper.evaluation.diagnostics import Diagnosis, DiagnosticsSpec, diagnose
 from solo_hyper.evaluation.diagnostics import markdown as diagnostics_markdown
+from solo_hyper.evaluation.inference import attacked_at_inference_speed
 from solo_hyper.evaluation.progress import Progress
+from solo_hyper.evaluation.robust_cache import EvaluationCache, describe
+from solo_hyper.evaluation.stratified import first, stratified
 from solo_hyper.run.identity import save_torch_atomic, write_json_atomic, write_text_atomic
 
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
@@ -68,16 +71,21 @@ ROBUST_DEFAULTS: dict[str, Any] = {
     # attacks on encoder + head: white-box PGD (RoCL robustness_test.py) and AutoAttack entries
     # ({autoattack: {eps: 8/255, version: standard}}); null removes one
     "evaluation": {
+        # null: every evaluation image; N: a fixed class-stratified subset of N (the first N/C
+        # of each class in the evaluation order, evaluation/stratified.py), the same images for
+        # every model: clean accuracy and every attack are measured on it
+        "images": None,
         "attacks": {
             "pgd20_8": {"eps": "8/255", "alpha": "eps/10", "steps": 20, "random_start": True},
             "pgd20_16": {"eps": "16/255", "alpha": "eps/10", "steps": 20, "random_start": True},
         },
-        # gradient-masking checks of every evaluated model (evaluation/diagnostics.py) on the
-        # first `images` evaluation images, written to <out>/diagnostics.md
+        # gradient-masking checks of every evaluated model (evaluation/diagnostics.py) on
+        # `images` class-stratified evaluation images, written to <out>/diagnostics.md; the
+        # strength report: PGD-`steps` against PGD-`long_steps` and `restarts` restarts
         "diagnostics": {
-            "enabled": True, "images": 100, "eps": "8/255", "steps": [20, 100, 200],
-            "restarts": 5, "sweep": ["2/255", "8/255", "16/255", 0.1, 0.2, 0.3],
-            "square_queries": 1000, "tolerance": 2.0, "floor": 5.0, "tiny_gradient": 1e-10,
+            "enabled": True, "images": 100, "eps": "8/255", "steps": 20, "long_steps": 200,
+            "restarts": 10, "sweep": ["2/255", "8/255", "16/255", 0.1, 0.2, 0.3],
+            "unbounded": 0.5, "square_queries": 5000, "tolerance": 2.0, "tiny_gradient": 1e-10,
             "tiny_share": 10.0,
         },
     },
@@ -163,17 +171,15 @@ def parse_diagnostics(section: dict, where: str = "evaluation.diagnostics") -> D
         raise ConfigError(f"{where}.enabled must be true or false, got {section['enabled']!r}")
     if not section["enabled"]:
         return None
-    for key in ("steps", "sweep"):
-        if not isinstance(section[key], list) or not section[key]:
-            raise ConfigError(f"{where}.{key} must be a non-empty list, got {section[key]!r}")
+    if not isinstance(section["sweep"], list) or not section["sweep"]:
+        raise ConfigError(f"{where}.sweep must be a non-empty list, got {section['sweep']!r}")
     numbers = {k: parse_number(section[k], f"{where}.{k}")
-               for k in ("tolerance", "floor", "tiny_gradient", "tiny_share")}  # fmt: skip
+               for k in ("eps", "unbounded", "tolerance", "tiny_gradient", "tiny_share")}  # fmt: skip
+    counts = {k: section[k] for k in ("images", "steps", "long_steps", "restarts", "square_queries")}
     try:
         return DiagnosticsSpec(
-            images=section["images"], eps=parse_number(section["eps"], f"{where}.eps"),
-            steps=tuple(section["steps"]), restarts=section["restarts"],
             sweep=tuple(parse_number(e, f"{where}.sweep") for e in section["sweep"]),
-            square_queries=section["square_queries"], **numbers,
+            **counts, **numbers,
         )  # fmt: skip
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
@@ -207,6 +213,50 @@ def parse_schedule(section: dict, where: str, batch_size: int) -> Schedule:
     )
 
 
+# (type, meaning) of every key of ROBUST_DEFAULTS: the configuration reference
+# (docs/configuration.md, ``python -m solo_hyper.cli.reference``) is made from it; radii and
+# steps are numbers or fractions such as 8/255 (a step also eps/n), on [0, 1] pixels
+ROBUST_DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "seed": ("int", "random seed of the heads, the fine-tuning and the attacks"),
+    "device": ("str", "auto | cpu | cuda | cuda:N"),
+    "out": ("path | null", "folder of the tables and diagnostics (null: <run dir>/robust)"),
+    "data.batch_size": ("int", "batch size of every stage"),
+    "data.train_subset": ("int | null", "train the heads on a fixed random subset of this many training images (null: all)"),
+    "data.val_subset": ("int | null", "evaluate on a fixed random subset of this many test images (null: all)"),
+    "linear.standard": ("bool", "train LE: a linear head on the frozen encoder's features of clean images"),
+    "linear.robust": ("bool", "train r-LE: a linear head on the features of PGD images (linear.attack)"),
+    "linear.standardize": ("bool", "the heads' SGD sees features standardised by the clean training features' statistics (the head stays linear); false: raw features, RoCL's head"),
+    "linear.epochs": ("int", "epochs of SGD for each head"),
+    "linear.lr": ("float", "learning rate of the heads"),
+    "linear.momentum": ("float", "SGD momentum of the heads"),
+    "linear.weight_decay": ("float", "weight decay of the heads"),
+    "linear.milestones": ("list[int]", "epochs at which the learning rate is multiplied by gamma"),
+    "linear.gamma": ("float", "learning-rate factor at each milestone"),
+    "linear.attack": ("mapping", "the PGD that makes r-LE's training images: eps, alpha, steps, random_start"),
+    "finetune.epochs": ("int", "AT (finetune-adv): epochs of supervised adversarial fine-tuning of encoder and head"),
+    "finetune.lr": ("float", "AT: learning rate"),
+    "finetune.momentum": ("float", "AT: SGD momentum"),
+    "finetune.weight_decay": ("float", "AT: weight decay"),
+    "finetune.milestones": ("list[int]", "AT: epochs at which the learning rate is multiplied by gamma"),
+    "finetune.gamma": ("float", "AT: learning-rate factor at each milestone"),
+    "finetune.attack": ("mapping", "AT: the PGD that makes the training images: eps, alpha, steps, random_start"),
+    "evaluation.images": ("int | null", "a fixed class-stratified subset of this many test images for clean accuracy and every attack, the same for every model (null: every evaluation image)"),
+    "evaluation.attacks": ("mapping", "the attacks on encoder + head, by name: PGD entries {eps, alpha, steps, random_start} or {autoattack: {eps, version, attacks, images}}; null removes one"),
+    "evaluation.diagnostics.enabled": ("bool", "run the gradient-masking checks on every evaluated model (diagnostics.md)"),
+    "evaluation.diagnostics.images": ("int", "the checks run on the first this many test images"),
+    "evaluation.diagnostics.eps": ("float | str", "radius of the strength, black-box, transfer and gradient checks"),
+    "evaluation.diagnostics.steps": ("int", "strength report: the reported PGD's step count (PGD-20), the base of the stronger attacks"),
+    "evaluation.diagnostics.long_steps": ("int", "strength report: PGD with this many steps, against the reported PGD"),
+    "evaluation.diagnostics.restarts": ("int", "strength report: PGD with this many random restarts, on its own, against the reported PGD"),
+    "evaluation.diagnostics.sweep": ("list[float | str]", "monotone check: radii along which PGD accuracy must not rise"),
+    "evaluation.diagnostics.unbounded": ("float | str", "unbounded check: a radius no classifier can stand (>= 0.5 on [0, 1] pixels); accuracy there must be at chance"),
+    "evaluation.diagnostics.square_queries": ("int", "black-box check: queries of the Square attack"),
+    "evaluation.diagnostics.tolerance": ("float", "accuracy points a check may be off before it flags"),
+    "evaluation.diagnostics.tiny_gradient": ("float", "gradient check: l1 norm of an input gradient that counts as zero"),
+    "evaluation.diagnostics.tiny_share": ("float", "gradient check: % of images with a zero gradient that flags masking"),
+}  # fmt: skip
+
+
 ROBUST = Schema(
     "robust-eval config", ROBUST_DEFAULTS,
     frozenset({("evaluation", "attacks"), ("linear", "attack"), ("finetune", "attack")}),
@@ -225,6 +275,7 @@ def load_robust_config(path: str | None, overrides: list[str] = ()) -> dict:
         raise ConfigError(f"data.batch_size must be a positive integer, got {batch_size!r}")
     for key in ("train_subset", "val_subset"):
         positive_int_or_none(data[key], f"data.{key}")
+    positive_int_or_none(raw["evaluation"]["images"], "evaluation.images")
     if not isinstance(raw["seed"], int) or isinstance(raw["seed"], bool):
         raise ConfigError(f"seed must be an integer, got {raw['seed']!r}")
     device = resolve_device(raw["device"], "device")
@@ -294,11 +345,12 @@ def _pixel_batches(
 
 
 def _pixel_view(model) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The run's evaluation view (resize + centre crop) without normalisation."""
+    """The run's evaluation view (resize + centre crop) without normalisation, with the stored
+    channels: a grey image is attacked as the 1-channel image it is (``PixelClassifier``)."""
     aug = getattr(model, "device_augmentation", None)
     if aug is None:
-        return to_float_rgb
-    return lambda images: aug.evaluation_view(images, normalize=False)
+        return to_float
+    return lambda images: aug.evaluation_view(images, normalize=False, stored_channels=True)
 
 
 # ----------------------------------------------------------------------------- runs
@@ -316,6 +368,14 @@ class _Run:
     val: Batches
     num_classes: int
 
+    def cache(self, raw: dict) -> EvaluationCache:
+        """The run's evaluation cache; every entry depends on the checkpoint, the evaluation
+        data and subset, and the seed."""
+        identity = {"checkpoint": Path(self.ckpt["_path"]).name, "run": self.cfg.get("name"),
+                    "global_step": self.ckpt.get("global_step"), "data": raw["data"],
+                    "images": raw["evaluation"]["images"], "seed": raw["seed"]}  # fmt: skip
+        return EvaluationCache(self.out / "cache", identity)
+
     def classifier(self, seed: int) -> PixelClassifier:
         """The run's encoder under a new linear head (seeded initialisation)."""
         torch.manual_seed(seed)
@@ -332,10 +392,11 @@ def _open_run(checkpoint: str, rcfg: dict, progress: bool = False) -> _Run:
     out = Path(out) if out else resolve_checkpoint(checkpoint).parent / "robust"
     train, val, num_classes = _loaders(cfg, rcfg)
     view = _pixel_view(model)
-    batches = (
-        _pixel_batches(train, view, "train images", progress),
-        _pixel_batches(val, view, "test images", progress),
-    )
+    test = _pixel_batches(val, view, "test images", progress)
+    images = rcfg["raw"]["evaluation"]["images"]
+    if images is not None:
+        test = stratified(test, images, num_classes)
+    batches = (_pixel_batches(train, view, "train images", progress), test)
     return _Run(model, cfg, ckpt, out, *batches, num_classes)
 
 
@@ -396,17 +457,34 @@ def robust_eval(
     if twin is not None and rcfg["diagnostics"] is not None:
         _twin_heads(twin)
     run = _open_run(checkpoint, rcfg, progress)
+    cache = run.cache(raw)
     rows, diagnoses, heads = [], [], {}
     for protocol, attack in protocols:
         start = time.perf_counter()
-        log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on {device}")
-        classifier = run.classifier(seed)
-        losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack, seed,
-                                   standardize=raw["linear"]["standardize"])  # fmt: skip
-        heads[protocol] = {k: v.detach().cpu() for k, v in classifier.head.state_dict().items()}
-        accuracy = _attacked(classifier, run, rcfg, log)
+        # the head depends on its schedule (and r-LE on its attack), not on which heads run
+        model = {"protocol": protocol, "linear": {k: v for k, v in raw["linear"].items()
+                                                  if k not in ("standard", "robust")}}  # fmt: skip
+        classifier = run.classifier(seed).to(device)
+        stored = cache.load_torch("head", model)
+        if stored is None:
+            log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on "
+                f"{device}")  # fmt: skip
+            with attacked_at_inference_speed(classifier, device):  # the encoder stays frozen
+                losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack,
+                                           seed, standardize=raw["linear"]["standardize"])  # fmt: skip
+            stored = {"state": {k: v.detach().cpu() for k, v in classifier.head.state_dict().items()},
+                      "losses": losses}  # fmt: skip
+            cache.save_torch("head", model, stored)
+        else:
+            log(f"{protocol}: the linear head from {cache.folder}")
+            classifier.head = StandardizedLinear.unscaled(classifier.head)
+            classifier.head.load_state_dict(stored["state"])
+            classifier.to(device).eval()
+            losses = stored["losses"]
+        heads[protocol] = stored["state"]
+        accuracy = _attacked(classifier, run, rcfg, log, cache, model)
         row = _row(run, protocol, accuracy, losses, start)
-        diagnoses += _diagnosed(classifier, row, run, rcfg, twin, log)
+        diagnoses += _diagnosed(classifier, row, run, rcfg, twin, log, cache, model)
         rows.append(row)
         log(_summary(row))
     save_torch_atomic(run.out / "robust_eval.pt",
@@ -427,14 +505,24 @@ def finetune_adv(
     if twin is not None and rcfg["diagnostics"] is not None:
         _twin_heads(twin)
     run = _open_run(checkpoint, rcfg, progress)
+    cache = run.cache(rcfg["raw"])
     start = time.perf_counter()
-    log(f"AT: adversarial fine-tuning ({_epochs(rcfg['finetune'].epochs)}) on {device}")
+    model = {"protocol": "AT", "finetune": rcfg["raw"]["finetune"]}
     classifier = run.classifier(seed)
-    attack = rcfg["finetune_attack"]
-    losses = adversarial_finetune(classifier, run.train, rcfg["finetune"], device, attack)
-    accuracy = _attacked(classifier, run, rcfg, log)
+    stored = cache.load_torch("finetuned", model)
+    if stored is None:
+        log(f"AT: adversarial fine-tuning ({_epochs(rcfg['finetune'].epochs)}) on {device}")
+        attack = rcfg["finetune_attack"]
+        losses = adversarial_finetune(classifier, run.train, rcfg["finetune"], device, attack)
+        cache.save_torch("finetuned", model, {"state": classifier.state_dict(), "losses": losses})
+    else:
+        log(f"AT: the fine-tuned classifier from {cache.folder}")
+        classifier.load_state_dict(stored["state"])
+        classifier.to(device).eval()
+        losses = stored["losses"]
+    accuracy = _attacked(classifier, run, rcfg, log, cache, model)
     row = {**_row(run, "AT", accuracy, losses, start), "method": f"{run.cfg['method']}+AT"}
-    diagnoses = _diagnosed(classifier, row, run, rcfg, twin, log)
+    diagnoses = _diagnosed(classifier, row, run, rcfg, twin, log, cache, model)
     log(_summary(row))
     save_torch_atomic(run.out / "finetune_adv.pt", {"state_dict": classifier.state_dict(),
                       "solo_hyper_config": run.cfg, "robust": rcfg["raw"]})  # fmt: skip
@@ -443,13 +531,38 @@ def finetune_adv(
     return [row]
 
 
-def _attacked(classifier: PixelClassifier, run: _Run, rcfg: dict, log: Callable[[str], None]) -> dict:
-    """Clean and attacked accuracies of one classifier, with AutoAttack's warnings (printed and
-    kept in the row as "autoattack_warnings")."""
+def _attacked(
+    classifier: PixelClassifier, run: _Run, rcfg: dict, log: Callable[[str], None],
+    cache: EvaluationCache, model: dict,
+) -> dict:  # fmt: skip
+    """Clean and attacked accuracies of one classifier, each attack on its own (its PGD random
+    starts seeded alike whatever the other attacks) and cached per model and attack, with
+    AutoAttack's warnings (printed and kept in the row as "autoattack_warnings")."""
+    device, seed = rcfg["device"], rcfg["raw"]["seed"]
+
+    def measured(label: str, spec) -> dict:
+        def compute() -> dict:
+            attacks = {} if spec is None else {label: spec}
+            messages: list[str] = []
+            counts: dict[str, int] = {}
+            with attacked_at_inference_speed(classifier.to(device).eval(), device):
+                accuracy = robust_accuracy(classifier, run.val, attacks, device, seed, messages,
+                                           counts)  # fmt: skip
+            return {"accuracy": accuracy, "images": counts, "messages": messages}
+
+        parts = {**model, "attack": None if spec is None else describe(spec)}
+        return cache.json("attack", parts, compute)
+
+    # AutoAttack's columns first where it ran (the robust number), PGD's beside them
+    ordered = sorted(rcfg["attacks"].items(), key=lambda item: not isinstance(item[1], AutoAttackSpec))
+    entries = {label: measured(label, spec) for label, spec in ordered}
+    clean = next(iter(entries.values()), None) or measured("A_nat", None)
+    accuracy = {"A_nat": clean["accuracy"]["A_nat"]}
+    counts = {"A_nat": clean["images"]["A_nat"]}
     messages: list[str] = []
-    counts: dict[str, int] = {}
-    accuracy = robust_accuracy(classifier, run.val, rcfg["attacks"], rcfg["device"],
-                               rcfg["raw"]["seed"], messages, counts)  # fmt: skip
+    for label, entry in entries.items():
+        accuracy[label], counts[label] = entry["accuracy"][label], entry["images"][label]
+        messages += [m for m in entry["messages"] if m not in messages]
     for text in messages:
         log(f"AutoAttack warning: {text}")
     if any(isinstance(spec, AutoAttackSpec) for spec in rcfg["attacks"].values()):
@@ -460,37 +573,54 @@ def _attacked(classifier: PixelClassifier, run: _Run, rcfg: dict, log: Callable[
 
 def _diagnosed(
     classifier: PixelClassifier, row: dict, run: _Run, rcfg: dict, twin: str | None,
-    log: Callable[[str], None],
+    log: Callable[[str], None], cache: EvaluationCache, model: dict,
 ) -> list[dict]:  # fmt: skip
-    """The diagnostics of one evaluated model: each verdict printed, the model's verdict in
-    ``row["masking"]``; returned as a list of one JSON-ready diagnosis (none when disabled)."""
+    """The diagnostics of one evaluated model (on a class-stratified subset of the evaluation
+    images, cached per model): each verdict printed, the model's verdict in ``row["masking"]``
+    and its attack strength in ``row["strength"]`` (with PGD-20 -> AutoAttack from the row's
+    own columns); returned as a list of one JSON-ready diagnosis (none when disabled)."""
     spec = rcfg["diagnostics"]
     if spec is None:
         return []
-    x, y = _first_images(run.val, spec.images)
-    device = rcfg["device"]
-    surrogate = _twin_classifier(twin, row["protocol"], run.num_classes)
-    if surrogate is not None:
-        surrogate.to(device)
-    title = f"{row['method']} ({row['protocol']})"
-    diagnosis = diagnose(classifier.to(device), x.to(device), y.to(device), spec, title,
-                         rcfg["raw"]["seed"], rcfg["raw"]["data"]["batch_size"], surrogate,
-                         twin or "")  # fmt: skip
+
+    def compute() -> dict:
+        x, y = first(stratified(run.val, spec.images, run.num_classes))
+        device = rcfg["device"]
+        surrogate = _twin_classifier(twin, row["protocol"], run.num_classes)
+        if surrogate is not None:
+            surrogate.to(device)
+        title = f"{row['method']} ({row['protocol']})"
+        with attacked_at_inference_speed(classifier.to(device).eval(), device):
+            return diagnose(classifier, x.to(device), y.to(device), spec, title,
+                            rcfg["raw"]["seed"], rcfg["raw"]["data"]["batch_size"], surrogate,
+                            twin or "").as_dict()  # fmt: skip
+
+    parts = {**model, "diagnostics": describe(spec), "twin": twin}
+    diagnosis = Diagnosis.from_dict(cache.json("diagnostics", parts, compute))
     for line in diagnosis.lines():
         log(line)
     row["masking"] = diagnosis.verdict
+    row["strength"] = strength_text(row, diagnosis)
     return [diagnosis.as_dict()]
 
 
-def _first_images(batches: Batches, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    xs, ys, have = [], [], 0
-    for x, y in batches():
-        xs.append(x[: count - have])
-        ys.append(y[: count - have])
-        have += len(xs[-1])
-        if have >= count:
-            break
-    return torch.cat(xs), torch.cat(ys)
+def strength_text(row: dict, diagnosis: Diagnosis) -> str:
+    """How much stronger attacks lower the row's PGD-20: the diagnostics' PGD-200 and restarts
+    (on their images), and AutoAttack against the row's PGD at the same radius (on the row's)."""
+    parts = []
+    if diagnosis.strength is not None:
+        s = diagnosis.strength
+        parts.append(f"PGD-{s.long_steps} {s.long - s.base:+.1f}, x{s.restarts} restarts "
+                     f"{s.restarted - s.base:+.1f} ({diagnosis.images} images)")  # fmt: skip
+    for key, value in row.items():
+        if not (key.startswith("AA") and isinstance(value, float)):
+            continue
+        name, radius = key.split(" ", 1)
+        pgd = next((k for k, v in row.items() if k.startswith("PGD-") and isinstance(v, float)
+                    and k.split(" ", 1)[1] == radius), None)  # fmt: skip
+        if pgd is not None:
+            parts.append(f"{name} {value - row[pgd]:+.1f} vs {pgd.split(' ')[0]}")
+    return "; ".join(parts)
 
 
 def _diagnostics_written(out: Path) -> str:
@@ -537,8 +667,8 @@ LEGEND = (f"{MARK} gradient masking flagged by the diagnostics (diagnostics.md):
 
 def table_columns(rows: list[dict]) -> list[str]:
     attacks = [k for k in rows[0] if is_attack(k)] if rows else []
-    masking = ["masking"] if any("masking" in r for r in rows) else []
-    return ["method", "protocol", "A_nat", *attacks, *masking]
+    notes = [k for k in ("masking", "strength") if any(k in r for r in rows)]
+    return ["method", "protocol", "A_nat", *attacks, *notes]
 
 
 def _shown(rows: list[dict]) -> list[dict]:

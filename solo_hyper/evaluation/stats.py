@@ -14,13 +14,28 @@ from dataclasses import dataclass
 
 
 def mean(values: list[float]) -> float:
+    """The arithmetic mean.
+
+    Args:
+        values: one or more numbers.
+
+    Raises:
+        ValueError: no values.
+    """
     if not values:
         raise ValueError("the mean of no values is undefined")
     return sum(values) / len(values)
 
 
 def sample_std(values: list[float]) -> float:
-    """The standard deviation with Bessel's correction (n - 1); undefined for one value."""
+    """The standard deviation with Bessel's correction (n - 1).
+
+    Args:
+        values: two or more numbers.
+
+    Raises:
+        ValueError: fewer than two values (the deviation is undefined for one).
+    """
     if len(values) < 2:
         raise ValueError(f"a sample standard deviation needs >= 2 values, got {len(values)}")
     m = mean(values)
@@ -33,6 +48,16 @@ def t_two_sided_probability(t: float, df: int) -> float:
     With theta = atan(t / sqrt(df)): odd df,
     (2/pi)(theta + sin(theta)(cos + 2/3 cos^3 + ... + (2*4...(df-3))/(1*3...(df-2)) cos^(df-2)));
     even df, sin(theta)(1 + 1/2 cos^2 + ... + (1*3...(df-3))/(2*4...(df-2)) cos^(df-2)).
+
+    Args:
+        t: the statistic (>= 0).
+        df: the degrees of freedom (an integer >= 1).
+
+    Returns:
+        P(|T| <= t).
+
+    Raises:
+        ValueError: df that is not an integer >= 1.
     """
     if df < 1 or int(df) != df:
         raise ValueError(f"degrees of freedom must be an integer >= 1, got {df!r}")
@@ -52,7 +77,15 @@ def t_two_sided_probability(t: float, df: int) -> float:
 
 
 def t_quantile(confidence: float, df: int) -> float:
-    """The t with P(|T| <= t) = confidence (e.g. 0.95 -> t_{0.975, df}), to 1e-12."""
+    """The t with P(|T| <= t) = confidence (e.g. 0.95 -> t_{0.975, df}), to 1e-12.
+
+    Args:
+        confidence: the probability, in (0, 1).
+        df: the degrees of freedom (an integer >= 1).
+
+    Raises:
+        ValueError: confidence outside (0, 1), or df that is not an integer >= 1.
+    """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     lo, hi = 0.0, 1.0
@@ -66,7 +99,16 @@ def t_quantile(confidence: float, df: int) -> float:
 
 @dataclass(frozen=True)
 class Interval:
-    """A paired difference over n seeds: its mean, sd and confidence interval."""
+    """A paired difference over n seeds: its mean, sd and confidence interval.
+
+    Attributes:
+        n: the seeds.
+        mean: the mean difference.
+        std: its sample standard deviation (None: fewer than 2 seeds).
+        low: the interval's lower end (None: fewer than 2 seeds).
+        high: its upper end (None: fewer than 2 seeds).
+        confidence: the interval's confidence level, e.g. 0.95.
+    """
 
     n: int
     mean: float
@@ -84,7 +126,19 @@ class Interval:
 
 
 def paired_interval(a: list[float], b: list[float], confidence: float = 0.95) -> Interval:
-    """The t-interval of mean(a_s - b_s) over seeds s (a and b listed in the same seed order)."""
+    """The t-interval of mean(a_s - b_s) over seeds s.
+
+    Args:
+        a: one value per seed.
+        b: the paired values, in the same seed order.
+        confidence: the interval's level.
+
+    Returns:
+        The interval (its sd and ends None for fewer than 2 seeds).
+
+    Raises:
+        ValueError: a and b of different lengths.
+    """
     if len(a) != len(b):
         raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
     d = [x - y for x, y in zip(a, b)]
@@ -97,7 +151,15 @@ def paired_interval(a: list[float], b: list[float], confidence: float = 0.95) ->
 
 
 def paired_p_value(a: list[float], b: list[float]) -> float | None:
-    """Two-sided p-value of the paired t-test of mean(a_s - b_s) = 0 (None: fewer than 2 seeds)."""
+    """Two-sided p-value of the paired t-test of mean(a_s - b_s) = 0.
+
+    Args:
+        a: one value per seed.
+        b: the paired values, in the same seed order.
+
+    Returns:
+        The p-value; None for fewer than 2 seeds.
+    """
     d = [x - y for x, y in zip(a, b, strict=True)]
     if len(d) < 2:
         return None
@@ -118,6 +180,13 @@ def holm_intervals(
     holds 0 on, the rest keep that level. An interval then excludes 0 exactly when Holm's
     procedure rejects "no difference" for it, so a claim over m pairs is not read from m
     unadjusted 95% intervals (each 5% false-positive chance adding up).
+
+    Args:
+        pairs: (a, b) per comparison, each a list of one value per seed in the same seed order.
+        confidence: the family-wise confidence.
+
+    Returns:
+        One interval per pair, in the order given.
     """
     alpha, m = 1.0 - confidence, len(pairs)
     p = [paired_p_value(a, b) for a, b in pairs]

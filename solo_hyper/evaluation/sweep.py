@@ -25,6 +25,7 @@ import yaml
 
 from solo_hyper.config import ConfigError, closest
 from solo_hyper.evaluation.compare import (
+    Launcher,
     Phases,
     check_linear,
     evaluate_rows,
@@ -89,11 +90,11 @@ def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,
     linear_epochs: int | None = None, linear_config_path: str | None = None, device: str = "auto",
-    controls: bool = True, eval_budget: str = "full",
+    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
 ) -> list[dict]:  # fmt: skip
     """Trains (or reuses) and evaluates every (config, value) cell (on ``eval_budget``'s sets,
     ``protocol.EVAL_BUDGETS``), with each cell's untrained backbone and the raw pixels beside
-    (``controls``); writes the table and plot."""
+    (``controls``); writes the table and plot. ``launch``: as ``compare``'s."""
     key, parsed = resolve_sweep(target, values)
     out = Path(out_dir)
     cells = []
@@ -109,6 +110,9 @@ def sweep(
                 raise ConfigError(f"{config} with {key}={value}: {err}") from None
             cells.append((run_name(config), value, prep))
     check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path, None, eval_budget)
+    if launch is not None:
+        launch([prep for _, _, prep in cells], dict(linear_epochs=linear_epochs, disk=False,
+               linear_config_path=linear_config_path, device=device, budget=eval_budget))  # fmt: skip
     phases = Phases("sweep", len(cells))
     trained = []
     for i, (config, value, prep) in enumerate(cells, 1):

@@ -25,7 +25,11 @@ __all__ = ["ASINH_SQRT", "GramForm", "Kernel", "LINEAR", "SQRT", "sq_floor"]
 
 
 def sq_floor(dtype: torch.dtype) -> float:
-    """Floor for the argument of a square root: eps(dtype)^2 (below rounding of any distance)."""
+    """Floor for the argument of a square root: eps(dtype)^2 (below rounding of any distance).
+
+    Args:
+        dtype: the argument's dtype.
+    """
     return torch.finfo(dtype).eps ** 2
 
 
@@ -106,8 +110,12 @@ ASINH_SQRT: Kernel = _AsinhSqrt()
 class GramForm:
     """s_ij = scale * kernel(<a_i, b_j>) for rows a (N, K), b (M, K).
 
-    ``scale`` is a python float or a 0-dim tensor (a learnable curvature reaches it, and a, b,
-    through autograd: only their O((N + M) K) construction is differentiated that way).
+    Attributes:
+        a: the (N, K) row factors.
+        b: the (M, K) column factors.
+        kernel: phi, applied to each Gram entry.
+        scale: a python float or a 0-dim tensor (a learnable curvature reaches it, and a, b,
+            through autograd: only their O((N + M) K) construction is differentiated that way).
     """
 
     a: torch.Tensor

@@ -50,12 +50,24 @@ __all__ = [
 
 def max_radius(dtype: torch.dtype) -> float:
     """Largest sqrt(c) * (distance to the origin) that ``lorentz_expmap0`` produces in ``dtype``
-    (sqrt(c) ||u|| of its tangent input, sqrt(c) 2||v|| of the ball-convention one)."""
+    (sqrt(c) ||u|| of its tangent input, sqrt(c) 2||v|| of the ball-convention one).
+
+    Args:
+        dtype: the points' dtype.
+    """
     return 300.0 if dtype == torch.float64 else 32.0
 
 
 def lorentz_inner(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Row-wise Minkowski product -x_0 y_0 + <x_s, y_s>, broadcasting over leading dims."""
+    """Row-wise Minkowski product -x_0 y_0 + <x_s, y_s>, broadcasting over leading dims.
+
+    Args:
+        x: points or vectors (..., D+1), time coordinate first.
+        y: the same, broadcastable against ``x``.
+
+    Returns:
+        The products (...).
+    """
     return (x[..., 1:] * y[..., 1:]).sum(-1) - x[..., 0] * y[..., 0]
 
 
@@ -65,7 +77,15 @@ def _time(spatial: torch.Tensor, c: Curvature) -> torch.Tensor:
 
 @hyperbolic_float32
 def lorentz_project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """Back onto the hyperboloid: keep x_s, recompute x_0 = sqrt(1/c + ||x_s||^2)."""
+    """Back onto the hyperboloid: keep x_s, recompute x_0 = sqrt(1/c + ||x_s||^2).
+
+    Args:
+        x: points (..., D+1) near the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Points (..., D+1) on it.
+    """
     check_curvature(c)
     return torch.cat([_time(x[..., 1:], c), x[..., 1:]], dim=-1)
 
@@ -78,6 +98,13 @@ def lorentz_expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
     gives the factor 2 to the ball's convention).
 
     r is capped at ``max_radius`` (the direction is kept, the gradient along it is zero there).
+
+    Args:
+        v: tangent vectors (..., D) at the origin.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Points (..., D+1) of the hyperboloid.
     """
     check_curvature(c)
     r = _norm(v, sqrt_curvature(c))
@@ -95,6 +122,13 @@ def lorentz_logmap0(x: torch.Tensor, c: Curvature) -> torch.Tensor:
 
     asinh of the spatial norm rather than arcosh of x_0: exact near the origin, where
     sqrt(c) x_0 rounds to 1.
+
+    Args:
+        x: points (..., D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Tangent vectors (..., D) at the origin.
     """
     check_curvature(c)
     s = _norm(x[..., 1:], sqrt_curvature(c))
@@ -108,6 +142,14 @@ def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> Gra
     (arcosh(1 + 2q) = 2 asinh(sqrt q), the form the Poincare ball uses too). Rounding: q carries
     an absolute error of about eps c x_0 y_0, so in float32 close pairs far from the origin are
     only resolved to (2/sqrt c) sqrt(eps c x_0 y_0).
+
+    Args:
+        x: points (N, D+1) of the hyperboloid.
+        y: points (M, D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        The (N, M) distances as a ``GramForm``, not yet evaluated.
     """
     half = -0.5 * torch.ones_like(x[:, :1])
     a = torch.cat([x[:, :1], -x[:, 1:]], dim=1) * (c / 2)
@@ -118,7 +160,19 @@ def lorentz_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> Gra
 
 @hyperbolic_float32
 def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """All pairwise distances (N, M) between x (N, D+1) and y (M, D+1), from one Gram product."""
+    """All pairwise distances between two sets of points, from one Gram product.
+
+    Args:
+        x: points (N, D+1) of the hyperboloid.
+        y: points (M, D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        The (N, M) distances.
+
+    Raises:
+        ValueError: shapes other than (N, D+1) and (M, D+1) with D >= 1, or c <= 0.
+    """
     check_curvature(c)
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1] or x.shape[1] < 2:
         raise ValueError(
@@ -130,14 +184,30 @@ def lorentz_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> t
 
 @hyperbolic_float32
 def lorentz_to_poincare(x: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0)."""
+    """The isometry onto the Poincare ball of curvature -c: x_s / (1 + sqrt(c) x_0).
+
+    Args:
+        x: points (..., D+1) of the hyperboloid.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Points (..., D) of the ball.
+    """
     check_curvature(c)
     return x[..., 1:] / (1 + sqrt_curvature(c) * x[..., :1])
 
 
 @hyperbolic_float32
 def poincare_to_lorentz(p: torch.Tensor, c: Curvature) -> torch.Tensor:
-    """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2))."""
+    """Inverse isometry: (1 + c|p|^2, 2 sqrt(c) p) / (sqrt(c) (1 - c|p|^2)).
+
+    Args:
+        p: points (..., D) of the Poincare ball of curvature -c.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Points (..., D+1) of the hyperboloid.
+    """
     check_curvature(c)
     sq = c * (p * p).sum(-1, keepdim=True)
     sqrt_c = sqrt_curvature(c)

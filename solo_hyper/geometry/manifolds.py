@@ -66,7 +66,16 @@ __all__ = [
 
 class Manifold(nn.Module):
     """An embedding space: maps from the tangent space at the origin, pairwise distances and
-    the contrastive similarity, with its curvature (fixed, or learnable through a softplus)."""
+    the contrastive similarity, with its curvature (fixed, or learnable through a softplus).
+
+    Args:
+        curvature: c > 0 of a hyperbolic space (curvature -c): a number, or a tensor shared
+            with another module; the flat and spherical spaces take none.
+        learnable: train c as a softplus parameter, starting from ``curvature``.
+
+    Raises:
+        ValueError: a hyperbolic space without a curvature > 0.
+    """
 
     name = "manifold"
     curved = False  # whether ``curvature`` is a free parameter (the hyperbolic models)
@@ -359,8 +368,16 @@ CURVED: tuple[str, ...] = tuple(n for n, cls in _SPACES.items() if cls.curved)
 
 
 def check_geometry(name: str, curvature: Curvature | None = None) -> None:
-    """ValueError (naming the choices and the closest one) for an unknown geometry, or for a
-    curvature <= 0 of a hyperbolic one. The only place these two checks live."""
+    """The only place the geometry name and its curvature are checked.
+
+    Args:
+        name: the geometry, one of ``GEOMETRIES``.
+        curvature: its curvature's magnitude c (used by the hyperbolic ones).
+
+    Raises:
+        ValueError: an unknown geometry (naming the choices and the closest one), or a
+            hyperbolic one whose curvature is not a number > 0.
+    """
     if name not in _SPACES:
         match = difflib.get_close_matches(str(name), GEOMETRIES, n=1, cutoff=0.4)
         hint = f" (did you mean {match[0]!r}?)" if match else ""
@@ -381,8 +398,21 @@ def check_geometry(name: str, curvature: Curvature | None = None) -> None:
 def make_space(
     name: str, curvature: Curvature | None = None, learnable_curvature: bool = False
 ) -> Manifold:
-    """The space called ``name`` (one of ``GEOMETRIES``); the curvature is used by the hyperbolic
-    ones (c > 0, curvature -c) and ignored by the flat and spherical ones."""
+    """A space by name.
+
+    Args:
+        name: one of ``GEOMETRIES``.
+        curvature: c > 0 of the hyperbolic spaces (curvature -c); ignored by the flat and
+            spherical ones.
+        learnable_curvature: the hyperbolic space trains c (a softplus parameter), from
+            ``curvature``.
+
+    Returns:
+        The space, an ``nn.Module``.
+
+    Raises:
+        ValueError: as ``check_geometry``.
+    """
     check_geometry(name, curvature)
     cls = _SPACES[name]
     if cls.curved:
@@ -391,7 +421,18 @@ def make_space(
 
 
 def check_space(space: object, where: str = "space") -> Manifold:
-    """``space`` if it is a ``Manifold``, else a ValueError that says how to build one."""
+    """An argument that must be a space.
+
+    Args:
+        space: the argument.
+        where: its name in the message.
+
+    Returns:
+        ``space``, when it is a ``Manifold``.
+
+    Raises:
+        ValueError: anything else, with how to build one.
+    """
     if not isinstance(space, Manifold):
         raise ValueError(
             f"{where} must be a Manifold, e.g. geometry.make_space('poincare', 0.1) (one of "
@@ -401,7 +442,17 @@ def check_space(space: object, where: str = "space") -> Manifold:
 
 
 def space_from_dict(description: dict) -> Manifold:
-    """Inverse of ``Manifold.to_dict``."""
+    """Inverse of ``Manifold.to_dict``.
+
+    Args:
+        description: ``{"name": ..., "curvature": ..., "learnable_curvature": ...}``.
+
+    Returns:
+        The space it describes (a learnable curvature starts at the stored value).
+
+    Raises:
+        ValueError: no name, or what ``make_space`` refuses.
+    """
     if not isinstance(description, dict) or "name" not in description:
         raise ValueError(f"a space description needs a 'name', got {description!r}")
     return make_space(

@@ -45,8 +45,15 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def upcast_half(x: torch.Tensor) -> torch.Tensor:
-    """Half-precision tensors (float16, bfloat16) as float32; float32 and float64 as they are
-    (gradchecks run in float64). The one upcast of geometry, losses and heads."""
+    """The one upcast of geometry, losses and heads.
+
+    Args:
+        x: any tensor.
+
+    Returns:
+        ``x`` as float32 when it is float16 or bfloat16; float32 and float64 as they are
+        (gradchecks run in float64).
+    """
     return x.float() if x.dtype in _HALF else x
 
 
@@ -56,6 +63,12 @@ def hyperbolic_float32(fn: Callable) -> Callable:
     Near the boundary 1 - c||x||^2 is tiny and the Gram form cancels: half precision (an
     autocast matmul, or bf16 inputs) turns self-distances of 0 into ~6. Half inputs are
     upcast; float32/float64 inputs are left as they are.
+
+    Args:
+        fn: the geometry function (its tensor arguments are upcast).
+
+    Returns:
+        ``fn`` wrapped: same signature, computed outside autocast.
     """
 
     @functools.wraps(fn)
@@ -70,7 +83,14 @@ def hyperbolic_float32(fn: Callable) -> Callable:
 
 
 def check_curvature(c: Curvature) -> None:
-    """Raise ValueError unless c > 0 (python numbers and CPU tensors; GPU tensors are not synced)."""
+    """Raise ValueError unless c > 0 (python numbers and CPU tensors; GPU tensors are not synced).
+
+    Args:
+        c: the curvature's magnitude: a number or a scalar tensor.
+
+    Raises:
+        ValueError: c <= 0 (or NaN), or a tensor that is not a scalar.
+    """
     if isinstance(c, torch.Tensor):
         if c.numel() != 1:
             raise ValueError(f"curvature c must be a scalar, got shape {tuple(c.shape)}")
@@ -86,14 +106,22 @@ def check_curvature(c: Curvature) -> None:
 def ball_margin(dtype: torch.dtype) -> float:
     """Relative margin kept from the boundary by :func:`project`.
 
-    4e-3 for float32 and half types (half types are meant to be upcast to float32 before
-    hyperbolic math), 1e-5 for float64, the same values as geoopt.
+    Args:
+        dtype: the points' dtype.
+
+    Returns:
+        4e-3 for float32 and half types (half types are meant to be upcast to float32 before
+        hyperbolic math), 1e-5 for float64, the same values as geoopt.
     """
     return 1e-5 if dtype == torch.float64 else 4e-3
 
 
 def sqrt_curvature(c: Curvature) -> Curvature:
-    """sqrt(c) of a python float or a tensor (no device sync, differentiable)."""
+    """sqrt(c) of a python float or a tensor (no device sync, differentiable).
+
+    Args:
+        c: the curvature's magnitude.
+    """
     return c.sqrt() if isinstance(c, torch.Tensor) else math.sqrt(c)
 
 
@@ -118,6 +146,13 @@ def expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
 
     The result lies in the open ball mathematically but may round onto its boundary for
     large ||v||; follow with :func:`project`.
+
+    Args:
+        v: tangent vectors (..., D) at the origin.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        Points (..., D) of the ball.
     """
     check_curvature(c)
     scaled_norm = _norm(v, sqrt_curvature(c))
@@ -127,7 +162,15 @@ def expmap0(v: torch.Tensor, c: Curvature) -> torch.Tensor:
 @hyperbolic_float32
 def logmap0(y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Logarithmic map at the origin, inverse of :func:`expmap0`:
-    artanh(sqrt(c)||y||) y / (sqrt(c)||y||)."""
+    artanh(sqrt(c)||y||) y / (sqrt(c)||y||).
+
+    Args:
+        y: points (..., D) of the ball.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Tangent vectors (..., D) at the origin.
+    """
     check_curvature(c)
     scaled_norm = _norm(y, sqrt_curvature(c))
     return y * (_artanh_below_one(scaled_norm) / scaled_norm)
@@ -139,6 +182,13 @@ def project(x: torch.Tensor, c: Curvature) -> torch.Tensor:
 
     Inside points pass through unchanged (gradient identity), so this only guards against
     points that rounded onto or past the boundary, where 1 - c||x||^2 <= 0.
+
+    Args:
+        x: points (..., D), inside the ball or just past its boundary.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        Points strictly inside the ball.
     """
     check_curvature(c)
     max_norm = (1.0 - ball_margin(x.dtype)) / sqrt_curvature(c)
@@ -150,6 +200,16 @@ def clip_features(v: torch.Tensor, r: float) -> torch.Tensor:
 
     Applied to Euclidean features before :func:`expmap0`, it bounds the hyperbolic radius by
     (2/sqrt c) artanh(tanh(sqrt(c) r)) = 2r and keeps gradients away from the boundary.
+
+    Args:
+        v: Euclidean features (..., D).
+        r: the clipping radius (> 0).
+
+    Returns:
+        v with every row's norm at most r.
+
+    Raises:
+        ValueError: r <= 0.
     """
     if not r > 0:
         raise ValueError(f"clipping radius r must be > 0, got {r}")
@@ -161,6 +221,14 @@ def mobius_add(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.Tensor:
     """Mobius addition (Eq. 1), broadcasting over leading dims:
 
     x (+)_c y = ((1 + 2c<x,y> + c||y||^2) x + (1 - c||x||^2) y) / (1 + 2c<x,y> + c^2||x||^2||y||^2).
+
+    Args:
+        x: points (..., D) of the ball.
+        y: points (..., D) of the ball, broadcastable against x.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        x (+)_c y, (..., D).
     """
     check_curvature(c)
     xy = (x * y).sum(dim=-1, keepdim=True)
@@ -178,6 +246,14 @@ def poincare_distance(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> torch.T
 
     x, y: (..., D) broadcastable points of the ball; returns (...).  Identical points give 0
     with a zero (finite) gradient.
+
+    Args:
+        x: points (..., D) of the ball.
+        y: points (..., D), broadcastable against x.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        The distances (...).
     """
     check_curvature(c)
     sqrt_c = sqrt_curvature(c)
@@ -202,6 +278,17 @@ def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> 
         q = c ||x - y||^2 / ((1 - c||x||^2)(1 - c||y||^2)),
     from one Gram product, so memory is O(NM), never O(NMD). The Gram form cancels for close
     points: the absolute error of q is about eps c ||x||^2 / (1 - c||x||^2)^2.
+
+    Args:
+        x: points (N, D) of the ball.
+        y: points (M, D) of the ball.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        The (N, M) distances.
+
+    Raises:
+        ValueError: shapes other than (N, D) and (M, D), or c <= 0.
     """
     check_curvature(c)
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
@@ -214,7 +301,16 @@ def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> 
 def poincare_distance_form(x: torch.Tensor, y: torch.Tensor, c: Curvature) -> GramForm:
     """The distance of every pair as scale * asinh(sqrt(a @ b.T)) (``poincare_distance_factors``):
     what the losses' fused and chunked paths evaluate blockwise and ``.matrix()`` evaluates whole
-    (``PoincareBall.distance_form`` and ``distance_matrix``, the kNN, the disk map)."""
+    (``PoincareBall.distance_form`` and ``distance_matrix``, the kNN, the disk map).
+
+    Args:
+        x: points (N, D) of the ball.
+        y: points (M, D) of the ball.
+        c: the curvature's magnitude (> 0; curvature -c).
+
+    Returns:
+        The (N, M) distances as a ``GramForm``, not yet evaluated.
+    """
     a, b = poincare_distance_factors(x, y, c)
     return GramForm(a, b, ASINH_SQRT, 2 / sqrt_curvature(c))
 
@@ -229,6 +325,14 @@ def poincare_distance_factors(
     folding the squared norms and both conformal factors into one matrix product: the N x M
     part of the distance is then a single matmul instead of five elementwise passes, and its
     gradient reaches x, y and c through O((N + M) D) autograd ops.
+
+    Args:
+        x: points (N, D) of the ball.
+        y: points (M, D) of the ball.
+        c: the curvature's magnitude (> 0).
+
+    Returns:
+        (a, b).
     """
     x_sq = (x * x).sum(dim=1, keepdim=True)
     y_sq = (y * y).sum(dim=1, keepdim=True)

@@ -43,24 +43,31 @@ def contrastive_loss(
         -1/|P(i)| sum_{p in P(i)} log( exp(s_ip) / sum_{a != i} exp(s_ia) )        (Eq. 6-8)
 
     with s = ``space.similarity``(z_i, z_a) / temperature (see the module docstring) and
-    P(i) = {p != i : targets_p = targets_i}.
+    P(i) = {p != i : targets_p = targets_i}. Anchors without positives are left out. The math
+    runs in float32 even under autocast (float64 stays float64).
 
-    z: (M, P) all views stacked: points of ``space`` (the head's output; the sphere accepts
-        any non-zero vectors and normalises them).
-    targets: (M,) integer ids; rows sharing an id are positives of each other (instance ids for
-        the self-supervised loss, class labels for the supervised one).
-    space: the embedding space (``geometry.make_space``; the head's own, a learnt curvature
-        included).
-    chunk_size: "auto" (the default): the fastest path measured for the device and size
-        (``infonce.resolve_chunk_size``); None: the fused path; an integer K: blocks of K
-        anchors, the same values and gradients in O(K M) memory.
-    Anchors without positives are left out; if no anchor has one the loss is 0 (still attached
-    to the graph). Under torch.distributed with ``gather_distributed`` (the gather rule of every
-    loss here; False: each rank's rows only) the local rows
-    are the anchors and every rank's rows (gathered with gradients) are the candidates, so all
-    ranks must pass the same M.
-    The math runs in float32 even under autocast (float64 stays float64). ``fused=False`` is
-    the plain autograd reference.
+    Args:
+        z: (M, P) all views stacked: points of ``space`` (the head's output; the sphere accepts
+            any non-zero vectors and normalises them).
+        targets: (M,) integer ids; rows sharing an id are positives of each other (instance
+            ids for the self-supervised loss, class labels for the supervised one).
+        temperature: tau (> 0).
+        space: the embedding space (``geometry.make_space``; the head's own, a learnt
+            curvature included).
+        fused: False: the plain autograd reference on the whole logit matrix.
+        chunk_size: "auto" (the default): the fastest path measured for the device and size
+            (``infonce.resolve_chunk_size``); None: the fused path; an integer K: blocks of K
+            anchors, the same values and gradients in O(K M) memory.
+        gather_distributed: under torch.distributed, the local rows are the anchors and every
+            rank's rows (gathered with gradients) are the candidates, so all ranks must pass
+            the same M (the gather rule of every loss here); False: each rank's rows only.
+
+    Returns:
+        The scalar loss; 0, still attached to the graph, when no anchor has a positive.
+
+    Raises:
+        ValueError: z that is not a 2-D floating tensor, targets of another length or not
+            integer ids, a temperature <= 0, or a bad chunk_size.
     """
     check_space(space)
     _validate(z, targets, temperature)

@@ -47,7 +47,16 @@ __all__ = ["ebclr_distance_matrix", "ebclr_energy_form", "ebclr_log_density", "e
 
 def ebclr_energy_form(space: Manifold, z: Tensor, z_ref: Tensor) -> GramForm:
     """D(z_i, z_ref_j) as a Gram form: the space's declared ``energy_form`` (the module
-    docstring gives D per space)."""
+    docstring gives D per space).
+
+    Args:
+        space: the space of the projections.
+        z: (N, P) projections.
+        z_ref: (M, P) reference projections.
+
+    Returns:
+        The (N, M) energies as a ``GramForm``, not yet evaluated.
+    """
     return space.energy_form(z, z_ref)
 
 
@@ -70,8 +79,19 @@ def _check_2d(name: str, z: Tensor) -> None:
 
 
 def ebclr_distance_matrix(z: Tensor, z_ref: Tensor, space: Manifold | None = None) -> Tensor:
-    """D(z_i, z_ref_j) as an (N, M) float32 (or float64) matrix, computed outside autocast
-    (``space`` None: the sphere)."""
+    """D(z_i, z_ref_j) as a matrix, computed outside autocast.
+
+    Args:
+        z: (N, P) projections, points of ``space``.
+        z_ref: (M, P) reference projections.
+        space: the space of D (None: the sphere).
+
+    Returns:
+        The (N, M) energies, float32 (float64 for float64 inputs).
+
+    Raises:
+        ValueError: inputs that are not (rows >= 1, P) matrices of one dimension P.
+    """
     space = _space_or_sphere(space)
     _check_2d("z", z)
     _check_2d("z_ref", z_ref)
@@ -91,11 +111,19 @@ def ebclr_log_density(
 ) -> Tensor:
     """Unnormalised marginal log-density log q(v_i) = logsumexp_j(-D(z_i, z_ref_j) / tau).
 
-    z: (N, P) projections (points of ``space``) of the views whose density is evaluated; z_ref:
-    (M, P) projections of the batch's second views (all M are used, nothing is masked).
-    Returns (N,), float32 (float64 for float64 inputs). This is also the SGLD target (pass
-    z_ref detached); ``space`` None: the sphere. Local rows only (a density, not a loss: no
-    gather).
+    This is also the SGLD target (pass z_ref detached). Local rows only (a density, not a
+    loss: no gather).
+
+    Args:
+        z: (N, P) projections (points of ``space``) of the views whose density is evaluated.
+        z_ref: (M, P) projections of the batch's second views (all M are used, nothing is
+            masked).
+        temperature: tau (> 0).
+        space: the space of D (None: the sphere).
+        chunk_size: "auto", None (fused) or K rows per block.
+
+    Returns:
+        (N,) log-densities, float32 (float64 for float64 inputs).
     """
     check_temperature(temperature)
     space = _space_or_sphere(space)
@@ -123,19 +151,35 @@ def ebclr_loss(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """EBCLR objective L = L_disc + lambda2 * L_gen (official defaults tau=0.1, l1=1e-3, l2=0.1).
 
-    z1, z2: (B, P) projections of the first and second views; z_sgld: (B', P) projections of
-    the SGLD samples; all points of ``space`` (default: the sphere, the paper's D).
-    regularised: the tensors whose squared sum is the L2 term, i.e. the raw (pre-normalisation)
-    projections of the first views and of the SGLD samples (default: z1 and z_sgld).
-    Returns (loss, parts) where parts holds detached scalars: "disc", "gen" (includes
-    lambda1 * l2), "l2" (unweighted), "logq_data" (mean log q(v1)) and "logq_sgld" (mean
-    log q(x~)). Gradients flow into all inputs (z2 through both terms, as in the official code).
+    Gradients flow into all inputs (z2 through both terms, as in the official code). Under
+    torch.distributed with ``gather_distributed`` the local views are anchors against the
+    gathered views of all ranks (negatives and log q references), and the lambda1 sum counts the
+    local rows world_size times, so that the ranks' mean loss equals the single-process loss on
+    the whole batch.
 
-    Under torch.distributed with ``gather_distributed`` (the gather rule of ``contrastive_loss``
-    too; False: each rank's views only, as a single process) the local views are
-    anchors against the gathered views of all ranks (negatives and log q references), and the
-    lambda1 sum counts the local rows world_size times, so that the ranks' mean loss equals the
-    single-process loss on the whole batch.
+    Args:
+        z1: (B, P) projections of the first views, points of ``space``.
+        z2: (B, P) projections of the second views.
+        z_sgld: (B', P) projections of the SGLD samples.
+        temperature: tau of the energies -D/tau (> 0).
+        lambda1: weight of the L2 term (>= 0).
+        lambda2: weight of the generative term L_gen (>= 0).
+        space: the space of D (None: the sphere, the paper's D = ||a/|a| - b/|b|||^2).
+        regularised: the tensors whose squared sum is the L2 term, i.e. the raw
+            (pre-normalisation) projections of the first views and of the SGLD samples
+            (None: z1 and z_sgld).
+        chunk_size: the path of the log-sum-exps: "auto", None (fused) or K anchors per block
+            (``infonce.resolve_chunk_size``).
+        gather_distributed: under torch.distributed, gather the candidates from every rank (the
+            rule of ``contrastive_loss`` too); False: each rank's views only.
+
+    Returns:
+        (loss, parts): parts holds detached scalars: "disc", "gen" (includes lambda1 * l2),
+        "l2" (unweighted), "logq_data" (mean log q(v1)) and "logq_sgld" (mean log q(x~)).
+
+    Raises:
+        ValueError: inputs that are not 2-D, z1 and z2 of different shapes, z_sgld of another
+            dimension, a temperature <= 0, a negative lambda, or a bad chunk_size.
     """
     check_temperature(temperature)
     space = _space_or_sphere(space)

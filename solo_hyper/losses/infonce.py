@@ -64,7 +64,14 @@ def check_temperature(temperature: float | torch.Tensor) -> None:
 
 
 def check_chunk_size(chunk_size) -> None:
-    """None (no chunking), 'auto' or an integer >= 1; anything else is a ValueError."""
+    """A loss's path argument, checked before any work.
+
+    Args:
+        chunk_size: None (fused, no chunking), 'auto' or an integer >= 1.
+
+    Raises:
+        ValueError: anything else.
+    """
     if chunk_size is None or chunk_size == "auto":
         return
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
@@ -87,8 +94,18 @@ def free_memory_bytes(device: torch.device) -> int | None:
 
 
 def auto_chunk_size(n: int, m: int, device: torch.device, dtype: torch.dtype) -> int:
-    """The largest block K whose buffers (about 5 K x M floats) take at most a quarter of the
-    device's free memory; N (no split) when the memory cannot be read."""
+    """The largest block that fits: its buffers (about 5 K x M floats) take at most a quarter of
+    the device's free memory.
+
+    Args:
+        n: anchors.
+        m: candidates.
+        device: where the loss runs.
+        dtype: the logits' dtype.
+
+    Returns:
+        K in [1, n]; n (no split) when the memory cannot be read.
+    """
     free = free_memory_bytes(device)
     if free is None:
         return n
@@ -106,12 +123,12 @@ class AutoPath:
 
 
 AUTO_PATHS: dict[str, AutoPath] = {
-    # benchmarks/chunk_auto.py, benchmarks/results/chunk-auto.md (2-core CPU, D = 128)
+    # read from benchmarks/chunk_auto.py's table (benchmarks/results/chunk-auto.md)
     "cpu": AutoPath(chunk_from=CPU_CHUNK_FROM, block=CPU_BLOCK),
 }
-"""Per device type, what ``chunk_size: auto`` resolves to; a device type not measured (CUDA:
-no GPU was available) takes the fused path while its buffers fit in a quarter of the free
-memory, else the largest block that does."""
+"""Per device type, what ``chunk_size: auto`` resolves to; a device type without an entry (CUDA)
+takes the fused path while its buffers fit in a quarter of the free memory, else the largest
+block that does."""
 
 
 def resolve_chunk_size(
@@ -119,10 +136,23 @@ def resolve_chunk_size(
 ) -> int | None:
     """The path a loss of N anchors against M candidates runs: None (fused) or a block size K.
 
-    None and K are taken as given; "auto" is the fastest measured path of the device
-    (``AUTO_PATHS``), its block capped by the memory (``auto_chunk_size``), and the fused path
-    where one block would hold every anchor. Every path gives the same values and gradients
-    (up to float rounding; tests/losses)."""
+    Every path gives the same values and gradients (up to float rounding; tests/losses).
+
+    Args:
+        chunk_size: None and K are taken as given; "auto" is the fastest measured path of the
+            device (``AUTO_PATHS``), its block capped by the memory (``auto_chunk_size``), and
+            the fused path where one block would hold every anchor.
+        n: anchors.
+        m: candidates.
+        device: where the loss runs.
+        dtype: the logits' dtype.
+
+    Returns:
+        None (fused) or the block size K.
+
+    Raises:
+        ValueError: a chunk_size ``check_chunk_size`` refuses.
+    """
     check_chunk_size(chunk_size)
     if chunk_size != "auto":
         return chunk_size
@@ -141,8 +171,18 @@ def _self_pairs(matrix: torch.Tensor, offset: int) -> torch.Tensor:
 def info_nce_reference(
     form: GramForm, targets: torch.Tensor, targets_all: torch.Tensor, offset: int
 ) -> torch.Tensor:
-    """Plain autograd on the (N, M) logit matrix: mean over anchors with positives of
-    lse_i - pos_i / |P(i)| (self pairs excluded by -inf)."""
+    """``info_nce`` by plain autograd on the (N, M) logit matrix (self pairs excluded by -inf):
+    the reference the fused and chunked paths are tested against.
+
+    Args:
+        form: the (N, M) logits as a ``GramForm``.
+        targets: (N,) ids of the anchors.
+        targets_all: (M,) ids of the candidates; equal ids are positives.
+        offset: anchor i is candidate offset + i (its self pair).
+
+    Returns:
+        The mean over anchors with positives of lse_i - pos_i / |P(i)|.
+    """
     logits = form.matrix()
     positives = targets[:, None] == targets_all[None, :]
     _self_pairs(positives, offset).fill_(False)
@@ -163,9 +203,19 @@ def info_nce(
     offset: int,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
-    """Mean over anchors with at least one positive of lse_i - pos_i / |P(i)| (0, still attached
-    to the graph, when no anchor has a positive). ``chunk_size`` None: the fused one-pass path;
-    an integer K: blocks of K anchors."""
+    """InfoNCE / SupCon with the mean over positives.
+
+    Args:
+        form: the (N, M) logits as a ``GramForm`` (evaluated blockwise, never whole).
+        targets: (N,) ids of the anchors.
+        targets_all: (M,) ids of the candidates; equal ids are positives.
+        offset: anchor i is candidate offset + i (its self pair, excluded).
+        chunk_size: None: the fused one-pass path; an integer K: blocks of K anchors.
+
+    Returns:
+        The mean over anchors with at least one positive of lse_i - pos_i / |P(i)| (0, still
+        attached to the graph, when no anchor has a positive).
+    """
     if chunk_size is None:
         return _FusedInfoNCE.apply(
             form.a, form.b, form.scale, form.kernel, targets, targets_all, offset
@@ -265,9 +315,15 @@ class _ChunkedInfoNCE(torch.autograd.Function):
 
 
 def row_logsumexp(form: GramForm, chunk_size: int | None = None) -> torch.Tensor:
-    """log sum_j exp(L_ij) over all M candidates (no self pair, no positive): (N,).
+    """log sum_j exp(L_ij) over all M candidates (no self pair, no positive).
 
-    ``chunk_size`` None: plain autograd on the (N, M) logits; K: blocks of K rows."""
+    Args:
+        form: the (N, M) logits as a ``GramForm``.
+        chunk_size: None: plain autograd on the (N, M) logits; K: blocks of K rows.
+
+    Returns:
+        (N,) log-sum-exps.
+    """
     if chunk_size is None:
         return torch.logsumexp(form.matrix(), dim=1)
     return _ChunkedRowLogSumExp.apply(form.a, form.b, form.scale, form.kernel, chunk_size)

@@ -67,8 +67,22 @@ class InfoNCELoss(_SpaceLoss):
 
     forward(out0, out1, labels=None) -> scalar loss: out0[i] and out1[i] (B, P) are points of
     ``space`` of two views of image i (lightly's shape); ``labels`` (B,) class ids make the
-    views of one class positives (SupCon). ``chunk_size``: see ``contrastive_loss`` (blocks of
-    K anchors, O(K M) memory).
+    views of one class positives (SupCon).
+
+    Args:
+        temperature: tau of the logits (> 0).
+        space: the space of the points and of the similarity (None: the sphere, SimCLR's
+            cosine).
+        chunk_size: "auto", None (fused) or K: blocks of K anchors, O(K M) memory (see
+            ``contrastive_loss``).
+        check_points: check that the inputs lie in the space (a clear error for a head that
+            forgot its map).
+        gather_distributed: under torch.distributed, gather the candidates from every rank
+            (as the solo-learn methods do); False, lightly's default: each rank's rows only.
+
+    Raises:
+        ValueError: a temperature <= 0, a space that is not a geometry space, or a bad
+            chunk_size.
     """
 
     def __init__(
@@ -94,9 +108,23 @@ class InfoNCELoss(_SpaceLoss):
 class HyperbolicInfoNCELoss(InfoNCELoss):
     """HCL's loss (Eq. 6 / Eq. 8): InfoNCE with -d(z_i, z_j)/temperature on the Poincare ball
     (``geometry="lorentz"``: the hyperboloid) of curvature -c; out0, out1 are points of that
-    space (e.g. from ``heads.SpaceProjector``). Pass the head's ``space`` (one curvature for
-    both, a learnt one included), or ``curvature``/``geometry`` to build one (default: Poincare,
-    c = 0.1)."""
+    space (e.g. from ``heads.SpaceProjector``).
+
+    Args:
+        temperature: tau of the logits (> 0).
+        curvature: c > 0 of a space built here (None: 0.1).
+        geometry: "poincare" or "lorentz", of a space built here (None: "poincare").
+        learnable_curvature: the space built here trains c.
+        chunk_size: "auto", None (fused) or K anchors per block (see ``contrastive_loss``).
+        space: the head's space (one curvature for both, a learnt one included), instead of
+            curvature/geometry.
+        check_points: check that the inputs lie in the space.
+        gather_distributed: under torch.distributed, gather the candidates from every rank.
+
+    Raises:
+        ValueError: both a space and curvature/geometry, a space that is not hyperbolic, or
+            what ``InfoNCELoss`` refuses.
+    """
 
     def __init__(
         self,
@@ -127,8 +155,20 @@ class EBCLRLoss(_SpaceLoss):
     """EBCLR's L_disc + lambda2 * L_gen (Kim & Ye 2022); see ``losses.ebclr.ebclr_loss``.
 
     forward(out0, out1, z_sgld, regularised=None) -> scalar loss: projections (points of
-    ``space``, default the sphere, the paper's energy) of both views and of the SGLD samples;
-    ``components`` (same arguments) -> (loss, parts), the diagnostics of ``ebclr_loss``.
+    ``space``) of both views and of the SGLD samples; ``components`` (same arguments) ->
+    (loss, parts), the diagnostics of ``ebclr_loss``.
+
+    Args:
+        temperature: tau of the energies (> 0).
+        lambda1: weight of the L2 term on the raw projections (>= 0).
+        lambda2: weight of the generative term (>= 0).
+        space: the space of the energy (None: the sphere, the paper's).
+        chunk_size: "auto", None (fused) or K anchors per block.
+        check_points: check that the inputs lie in the space.
+        gather_distributed: under torch.distributed, gather the views from every rank.
+
+    Raises:
+        ValueError: a negative lambda, or what ``InfoNCELoss`` refuses.
     """
 
     def __init__(

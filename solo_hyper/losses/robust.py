@@ -33,7 +33,18 @@ def adversarial_view_loss(
     """L(x_adv, x+, {x-}): the InfoNCE of the 2B batch [x_adv; x+] with instance ids.
 
     The objective the instance-wise attack maximises (Eq. 9, RoCL's ``attack_to='other'``) and
-    the regulariser of Eq. 11. z_adv, z_pos: (B, D) projections; ids: (B,) instance ids.
+    the regulariser of Eq. 11.
+
+    Args:
+        z_adv: (B, D) projections of the adversarial views, points of ``space``.
+        z_pos: (B, D) projections of the positive views.
+        ids: (B,) instance ids.
+        temperature: tau of the logits.
+        space: the space whose similarity makes the logits.
+        chunk_size: "auto", None (fused) or K anchors per block.
+
+    Returns:
+        The scalar loss.
     """
     return contrastive_loss(
         torch.cat([z_adv, z_pos]), ids.repeat(2), temperature,
@@ -56,12 +67,25 @@ def robust_contrastive_loss(
 
     The first term is the InfoNCE of the 3B batch [x; x+; x_adv] with instance ids: every view
     is an anchor whose two positives are the other two views of its image (x_adv is an extra
-    positive of x and of x+). Returns (total, first term, regulariser).
+    positive of x and of x+).
 
     With x_adv = x (eps = 0) the regulariser is the HCL / SimCLR loss of the pair (Eq. 6) and
     the first term is, per anchor, -1/2 (s_p1 + s_p2) + log sum_{a != anchor} exp(s_a) over
     the 3B views, where x's duplicate is one of the positives (s = -d/tau = 0 for the Poincare
     distance, 1/tau for cosine).
+
+    Args:
+        z: (B, D) projections of the anchors' clean views, points of ``space``.
+        z_pos: (B, D) projections of the positive views.
+        z_adv: (B, D) projections of the adversarial views.
+        ids: (B,) instance ids.
+        temperature: tau of the logits.
+        lambda_adv: weight of the regulariser.
+        space: the space whose similarity makes the logits.
+        chunk_size: "auto", None (fused) or K anchors per block.
+
+    Returns:
+        (total, first term, regulariser).
     """
     first = contrastive_loss(
         torch.cat([z, z_pos, z_adv]), ids.repeat(3), temperature, space=space,

@@ -20,7 +20,14 @@ DECLARED = {
 
 
 def method_class(name: str) -> type:
-    """The solo-learn method class of plugin method ``name`` (named as its objective)."""
+    """The solo-learn method class of plugin method ``name`` (named as its objective).
+
+    Args:
+        name: a key of ``DECLARED`` (hcl, shcl, rhcl, rocl, ebclr, supervised).
+
+    Returns:
+        A subclass of the adapter's ``ObjectiveMethod`` that runs that objective.
+    """
     objective = DECLARED[name].objective
     return type(
         objective.__name__,

@@ -17,8 +17,16 @@ from solo_hyper.solo.common import PluginMethod
 
 
 def check_buffer_memory(cfg: dict) -> None:
-    """The replay buffer of a config fits (the crop size is the first crop entry's): the check
-    the callback runs again where the buffer is built, here before any work."""
+    """The replay buffer of a config fits: the check the callback runs again where the buffer
+    is built, here before any work.
+
+    Args:
+        cfg: a complete ebclr config (the crop size is the first crop entry's).
+
+    Raises:
+        ValueError: the buffer needs more than its share of the free memory (the message gives
+            a buffer_size that fits).
+    """
     kw = cfg["method_kwargs"]
     if not cfg.get("augmentations"):
         return
@@ -34,7 +42,14 @@ def check_buffer_memory(cfg: dict) -> None:
 
 
 def replay_buffer_callbacks(args: objectives.EBCLRArgs) -> list:
-    """The replay buffer that feeds the objective its chain starts."""
+    """The replay buffer that feeds the objective its chain starts.
+
+    Args:
+        args: EBCLR's arguments (buffer size, rho, proposal, device, seed, initial count).
+
+    Returns:
+        One ``MSGLDReplayBuffer``, in a list (a method's ``configure_callbacks``).
+    """
     return [
         MSGLDReplayBuffer(
             args.buffer_size, args.rho, args.proposal, args.buffer_device, args.buffer_seed,
@@ -44,7 +59,14 @@ def replay_buffer_callbacks(args: objectives.EBCLRArgs) -> list:
 
 
 def replay_buffer(module: Any) -> MSGLDReplayBuffer:
-    """The trainer's MSGLDReplayBuffer (the method's ``configure_callbacks`` attaches one)."""
+    """The trainer's MSGLDReplayBuffer (the method's ``configure_callbacks`` attaches one).
+
+    Args:
+        module: the ebclr LightningModule, attached to a Trainer.
+
+    Raises:
+        RuntimeError: no MSGLDReplayBuffer among the Trainer's callbacks.
+    """
     callbacks = getattr(module._trainer, "callbacks", [])
     found = [c for c in callbacks if isinstance(c, MSGLDReplayBuffer)]
     if not found:

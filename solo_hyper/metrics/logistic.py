@@ -46,8 +46,8 @@ GRID_GROWTH = 10.0
 # Logits more than 60 below a row's largest are raised to -60 before the softmax: exp(-60) =
 # 8.8e-27 is nothing beside the largest class's 1 (float32 resolves 1.2e-7), yet it keeps the
 # probabilities, divided by N for the gradient, normal floats. Subnormal ones (what a weak L2
-# gives on the raw pixels) made each gradient product 20x slower on the CPU (a 10 x 54,000 by
-# 54,000 x 784 product: 1.7 s instead of 0.08 s); the solutions agree to float rounding.
+# gives on the raw pixels) make the CPU's gradient products many times slower
+# (benchmarks/results/probe.md); the solutions agree to float rounding.
 LOGIT_FLOOR = -60.0
 
 
@@ -154,10 +154,18 @@ class _Objective:
 
 
 def solver_threads(design: Design) -> contextlib.AbstractContextManager:
-    """One intra-op thread on the CPU (the GPU: as it is). The products are thin (K = 10
-    columns), so a second thread brings little and its synchronisation costs much on a busy
-    machine (60,000 x 128 on 2 cores at load ~15: 465 s on 2 threads in a main-job run; on one,
-    8-23 s at loads 4-13); and the answer does not depend on the thread count."""
+    """One intra-op thread on the CPU (the GPU: as it is).
+
+    The products are thin (K = 10 columns), so a second thread brings little and its
+    synchronisation costs much on a busy machine (benchmarks/results/probe.md); the answer does
+    not depend on the thread count.
+
+    Args:
+        design: the training set's design; its device decides.
+
+    Returns:
+        ``threads.single_thread()`` on the CPU, a context that changes nothing elsewhere.
+    """
     return single_thread() if design.x.device.type == "cpu" else contextlib.nullcontext()
 
 

@@ -80,12 +80,18 @@ class ObjectiveArgs:
 
 @dataclass(frozen=True)
 class SpaceArgs(ObjectiveArgs):
-    """The embedding space and its loss: the ``temperature``, ``geometry`` (one of
-    geometry.GEOMETRIES), ``curvature`` (c > 0 of the hyperbolic spaces, curvature -c), and the
-    loss's ``chunk_size`` ("auto": the fastest measured path for the device and size, the
-    default; None: fused; K: blocks of K anchors, O(K M) memory)."""
+    """The embedding space and its loss, shared by every objective that has a space.
 
-    temperature: float = 0.2  # tau of the logits (or energies)
+    Attributes:
+        temperature: tau of the logits -d/tau (of the energies, for EBCLR).
+        geometry: the space, one of ``geometry.GEOMETRIES``: poincare, lorentz, euclidean, sphere.
+        curvature: c > 0 of the hyperbolic spaces, whose curvature is -c.
+        learnable_curvature: train c with the head (a softplus parameter), from ``curvature``.
+        chunk_size: the loss's anchors per block: "auto" (the fastest measured path for the
+            device and size), None (fused) or K (blocks of K anchors, O(K M) memory).
+    """
+
+    temperature: float = 0.2
     geometry: str = "poincare"
     curvature: float = 0.1
     learnable_curvature: bool = False
@@ -105,7 +111,12 @@ class SpaceArgs(ObjectiveArgs):
 # ---------------------------------------------------------------------------------- pixels
 @dataclass(frozen=True)
 class CropStats:
-    """The (mean, std) with which crops were normalised: [0, 1] pixels <-> encoder inputs."""
+    """The (mean, std) with which crops were normalised: [0, 1] pixels <-> encoder inputs.
+
+    Attributes:
+        mean: per-channel mean.
+        std: per-channel standard deviation.
+    """
 
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
@@ -138,9 +149,15 @@ def _described(value: Any) -> str:
 class Net(nn.Module):
     """An encoder and an objective's head: all the objectives compute with (``net.encoder``,
     ``net.projector`` and its space, and ``net.encode(x)``: the features of a batch the training
-    loop did not encode itself, such as SGLD samples; ``encode`` defaults to the encoder). The
-    solo-learn methods hand their objective such a view of their backbone and head each step, with
-    solo's forward as ``encode`` (channels-last input under solo main), never themselves."""
+    loop did not encode itself, such as SGLD samples). The solo-learn methods hand their objective
+    such a view of their backbone and head each step, with solo's forward as ``encode``
+    (channels-last input under solo main), never themselves.
+
+    Args:
+        encoder: the backbone.
+        projector: the objective's head onto its space.
+        encode: the features of a batch (None: the encoder).
+    """
 
     def __init__(
         self, encoder: nn.Module, projector: SpaceProjector,
@@ -160,6 +177,14 @@ class Objective:
     Declared per class: ``Args`` (the arguments' dataclass), ``required_crops`` (None: any number
     of crops, at least ``min_crops``), ``pixel_space_crops`` (the crops come as [0, 1] pixels: attacks with a pixel budget)
     and ``step_inputs`` (what a training loop hands ``prepare`` each step: EBCLR's "chains").
+
+    Args:
+        args: the objective's arguments, an instance of its ``Args`` (None: the defaults).
+        crop_stats: the (mean, std) with which the crops were normalised (attacks and SGLD
+            work on [0, 1] pixels).
+
+    Raises:
+        TypeError: ``args`` of another objective's ``Args``.
     """
 
     Args: ClassVar[type[ObjectiveArgs]] = ObjectiveArgs

@@ -23,7 +23,17 @@ from solo_hyper.objectives.base import Batch, Objective, SpaceArgs, check_bool, 
 
 @dataclass(frozen=True)
 class ContrastiveArgs(SpaceArgs):
-    """The arguments of every method with a (hyperbolic) contrastive head."""
+    """The arguments of every method with a (hyperbolic) contrastive head.
+
+    Attributes:
+        proj_hidden_dim: hidden width of the projector (solo-learn's MLP).
+        proj_output_dim: dimension of the projector's output, the tangent vector mapped onto
+            the space.
+        normalize: L2-normalise the projector's output before the map, so that every point
+            lies at the same distance from the origin (HCL's ablation, section 4.4).
+        clip_radius: clip the output to this Euclidean norm before the map (feature clipping,
+            Guo et al. 2021); None: no clipping.
+    """
 
     proj_hidden_dim: int = 2048
     proj_output_dim: int = 128
@@ -42,7 +52,14 @@ class ContrastiveArgs(SpaceArgs):
 
 @dataclass(frozen=True)
 class HCLArgs(ContrastiveArgs):
-    supervised: bool = False  # True: positives are the samples of the same class (SHCL)
+    """HCL's arguments.
+
+    Attributes:
+        supervised: the positives are the samples of the same class (SHCL, SupCon's form);
+            False: the other crop of the same image.
+    """
+
+    supervised: bool = False
 
     def check(self) -> None:
         super().check()
@@ -51,6 +68,8 @@ class HCLArgs(ContrastiveArgs):
 
 @dataclass(frozen=True)
 class SHCLArgs(HCLArgs):
+    """SHCL's arguments: HCL's with class labels defining the positives."""
+
     supervised: bool = True
 
 

@@ -56,29 +56,57 @@ NUMBER_ARGS = (
 
 @dataclass(frozen=True)
 class EBCLRArgs(SpaceArgs):
+    """EBCLR's arguments (the official code's defaults for CIFAR).
+
+    Attributes:
+        proj_hidden_dim: hidden width of the projector (Linear - activation - Linear).
+        proj_output_dim: dimension of the projections.
+        projector_activation: relu | lrelu (LeakyReLU(0.2), the official projector).
+        lambda1: weight of the L2 penalty on the raw projections of v and of the SGLD samples.
+        lambda2: weight of the generative term (the paper's lambda, Fig. 3a).
+        sgld_steps: T, SGLD steps per training step.
+        sgld_step_size: alpha, the SGLD step on [-1, 1] pixels.
+        sgld_grad_clamp: delta of proximal SGLD (the gradient's clamp); .inf: no clamp.
+        sigma_min: smallest SGLD noise of the multi-stage schedule (Eq. 22).
+        sigma_max: largest SGLD noise (sigma_min == sigma_max: plain SGLD).
+        noise_decay_K: K of the multi-stage noise schedule (Eq. 22).
+        rho: fraction of the chains restarted from q0 each step, floor(B rho) drawn with
+            replacement (0.2 for CIFAR, 0.6 for Fashion-MNIST).
+        proposal: q0 of the restarts: data (augmented training images) | uniform (the
+            ablation of Fig. 4b).
+        buffer_size: chains in the replay buffer; None: the official 50,000 for images of up
+            to 32 px, fewer for larger images (as many as fit in the official buffer's 614 MB:
+            ``sgld.default_capacity``).
+        buffer_device: where the buffer lives: cpu | device (the model's device).
+        buffer_init_count: kappa, the use count of the initial chains (the official 5: the
+            noise starts at sigma_min).
+        buffer_seed: seed of the buffer's draws; None: the run's seed (each DDP rank adds its
+            own offset).
+        sgld_eval_mode: BatchNorm uses its running statistics inside SGLD; False: the chains'
+            batch statistics (the running ones are left untouched either way).
+    """
+
     proj_hidden_dim: int = 512
     proj_output_dim: int = 128
-    projector_activation: str = "lrelu"  # relu | lrelu (LeakyReLU(0.2), the official projector)
+    projector_activation: str = "lrelu"
     temperature: float = 0.1
-    lambda1: float = 1e-3  # L2 on the raw projections of v and of the SGLD samples
-    lambda2: float = 0.1  # weight of the generative term (paper's lambda, Fig. 3a)
+    lambda1: float = 1e-3
+    lambda2: float = 0.1
     # sphere: the paper's D = ||a/|a| - b/|b|||^2; poincare | lorentz: hyperbolic EBCLR
     geometry: str = "sphere"
-    sgld_steps: int = 10  # T
-    sgld_step_size: float = 0.05  # alpha
-    sgld_grad_clamp: float = 1.0  # delta (proximal SGLD); .inf disables the clamp
+    sgld_steps: int = 10
+    sgld_step_size: float = 0.05
+    sgld_grad_clamp: float = 1.0
     sigma_min: float = 0.01
     sigma_max: float = 0.05
-    noise_decay_K: float = 3.0  # K of the multi-stage noise schedule (Eq. 22)
-    rho: float = 0.2  # floor(B rho) restarts drawn with replacement (0.2 CIFAR, 0.6 FMNIST)
-    proposal: str = "data"  # q0: data (augmented images) | uniform (ablation, Fig. 4b)
-    # None: the official 50,000 chains for images of up to 32 px, fewer for larger images (as many
-    # as fit in the official buffer's 614 MB: sgld.default_capacity)
+    noise_decay_K: float = 3.0
+    rho: float = 0.2
+    proposal: str = "data"
     buffer_size: int | None = None
-    buffer_device: str = "cpu"  # cpu | device (the model's device)
-    buffer_init_count: float = 5.0  # kappa of the initial buffer (official 5: sigma_min at once)
-    buffer_seed: int | None = None  # None: the run's seed; each DDP rank adds its own offset
-    sgld_eval_mode: bool = False  # True: BatchNorm uses running statistics inside SGLD
+    buffer_device: str = "cpu"
+    buffer_init_count: float = 5.0
+    buffer_seed: int | None = None
+    sgld_eval_mode: bool = False
 
     def check(self) -> None:
         for key in ("proj_hidden_dim", "proj_output_dim"):
@@ -242,8 +270,16 @@ class EBCLR(Objective):
 
 class ReplayChains:
     """A replay buffer of chains for a plain PyTorch loop (solo-learn runs use the
-    ``MSGLDReplayBuffer`` callback): filled from ``fresh`` (default: U[-1, 1] noise, the uniform
-    proposal), floor(n rho) positions of each draw restarted from it (official sampler)."""
+    ``MSGLDReplayBuffer`` callback): full from the start, floor(n rho) positions of each draw
+    restarted from ``fresh`` (the official sampler).
+
+    Args:
+        args: EBCLR's arguments (``rho``, ``buffer_size``, ``buffer_init_count``).
+        shape: (C, H, W) of a chain, a crop's.
+        device: where the buffer lives.
+        seed: seed of the buffer's draws and of the default proposal.
+        fresh: n -> n new chains in [-1, 1] (None: U[-1, 1] noise, the uniform proposal).
+    """
 
     def __init__(
         self, args: EBCLRArgs, shape: tuple[int, ...], device: str | torch.device = "cpu",

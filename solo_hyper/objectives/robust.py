@@ -30,12 +30,24 @@ from solo_hyper.objectives.contrastive import ContrastiveArgs, ContrastiveHead
 
 @dataclass(frozen=True)
 class RHCLArgs(ContrastiveArgs):
+    """RHCL's arguments: HCL's head and the instance-wise attack's budget (RoCL's defaults).
+
+    Attributes:
+        eps: l_inf radius of the attack on [0, 1] pixels (8/255).
+        alpha: PGD step size on [0, 1] pixels.
+        steps: PGD steps per training step (0: no attack).
+        random_start: start PGD from a uniform point of the eps-ball.
+        lambda_adv: weight of the adversarial view's own term in Eq. 11 (1/512: RoCL's 1/256
+            under this loss's normalisation, which averages the two positives).
+        attack_temperature: tau of the attack's loss; None: the training temperature.
+    """
+
     eps: float = 8 / 255
     alpha: float = 0.007
     steps: int = 7
     random_start: bool = True
-    lambda_adv: float = 1 / 512  # RoCL's 1/256 under this loss's normalisation
-    attack_temperature: float | None = None  # None: the training temperature
+    lambda_adv: float = 1 / 512
+    attack_temperature: float | None = None
 
     def check(self) -> None:
         super().check()
@@ -55,6 +67,8 @@ class RHCLArgs(ContrastiveArgs):
 
 @dataclass(frozen=True)
 class RoCLArgs(RHCLArgs):
+    """RoCL's arguments: RHCL's on the sphere (cosine similarity, NT-Xent) at temperature 0.5."""
+
     geometry: str = "sphere"
     temperature: float = 0.5
 

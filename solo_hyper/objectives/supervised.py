@@ -23,8 +23,12 @@ from solo_hyper.objectives.base import Batch, Objective, ObjectiveArgs, check_in
 
 @dataclass(frozen=True)
 class SupervisedArgs(ObjectiveArgs):
-    """``classes``: the classifier's outputs, the dataset's number of classes (not ``num_classes``:
-    solo-learn's methods take that name for their online classifier)."""
+    """The supervised reference's arguments.
+
+    Attributes:
+        classes: outputs of the classifier, the dataset's number of classes (not
+            ``num_classes``: solo-learn's methods take that name for their online classifier).
+    """
 
     classes: int = 10
 

@@ -46,7 +46,8 @@ from solo_hyper.evaluation.stats import (
     paired_interval,
     sample_std,
 )
-from solo_hyper.reproduce import pairs, paper
+from solo_hyper.launch.dispatch import Launch, dispatch
+from solo_hyper.reproduce import jobs, pairs, paper
 from solo_hyper.reproduce.robust_runs import (
     evaluated_rows,
     robust_config,
@@ -156,11 +157,11 @@ def _run_name(column: Column, row: Row, seed: int) -> str:
     return seeded_name(run_label(row.config) + row.suffix + column.tag, seed)
 
 
-def _data_overrides(column: Column, data_root: str | None) -> list[str]:
+def _data_overrides(column: Column, data_root: str | None, machine: bool = True) -> list[str]:
     if column.data_dir is None:
         return []
     folder = Path(data_root or "datasets") / column.data_dir
-    if not (folder / "train").is_dir():
+    if machine and not (folder / "train").is_dir():
         raise ConfigError(
             f"{column.name} needs its dataset at {folder}/train and {folder}/val (ImageFolder "
             "trees); give the folder holding it with --data-root, or choose the columns that are "
@@ -169,11 +170,20 @@ def _data_overrides(column: Column, data_root: str | None) -> list[str]:
     return [f"data.train_path={folder / 'train'}", f"data.val_path={folder / 'val'}"]
 
 
+def _evaluated(cell: Cell) -> bool:
+    target = cell.column.eval_dataset
+    return (cell.run_dir / (f"eval-{target}.json" if target else "eval.json")).is_file()
+
+
+def done(cell: Cell) -> bool:
+    """Whether the cell's run is finished, evaluated and (robust tables) robust-evaluated."""
+    return cell.status == "finished" and _evaluated(cell) and not _needs_robust(cell)
+
+
 def estimate(cell: Cell, scale: str) -> float | None:
     """Seconds the cell still needs (CPU scale: the measured throughputs of ``tables``)."""
-    target = cell.column.eval_dataset
-    evaluated = (cell.run_dir / (f"eval-{target}.json" if target else "eval.json")).is_file()
-    if cell.status == "finished" and evaluated and not _needs_robust(cell):
+    evaluated = _evaluated(cell)
+    if done(cell):
         return 0.0
     if scale != "cpu":
         return None
@@ -196,10 +206,11 @@ def estimate(cell: Cell, scale: str) -> float | None:
 def plan(
     name: str, scale: str, seeds=None, epochs: int | None = None, overrides=(), out: str = "",
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
-    robust_overrides=(),
+    robust_overrides=(), machine: bool = True,
 ) -> list[Cell]:  # fmt: skip
     """Every cell of the table, validated (configs, seeds, rows, columns, data, the robust
-    config's overrides) before any work."""
+    config's overrides) before any work. ``machine=False`` (a dry run): no check of this
+    machine's data and devices, so that a campaign is planned where it will not run."""
     spec = table(name)
     if scale not in SCALES:
         raise ConfigError(f"--scale must be one of {', '.join(SCALES)}, got {scale!r}")
@@ -226,7 +237,7 @@ def plan(
     runs_dir = Path(out) / "runs"
     cells = []
     for column in chosen:
-        extra_data = _data_overrides(column, data_root)
+        extra_data = _data_overrides(column, data_root, machine)
         for seed, row in ((s, r) for s in seed_list for r in column.rows):
             # seed by seed: a campaign stopped early has whole seeds of every row, not some rows
             if rows is not None and row.key not in rows:
@@ -247,7 +258,8 @@ def plan(
             cells.append(Cell(column, row, seed, prep, robust_overrides=tuple(robust_overrides)))
     _check_pairs(spec, scale, cells)
     for cell in cells:
-        check_environment(cell.prep.cfg)
+        if machine:
+            check_environment(cell.prep.cfg)
         planned = plan_run(cell.prep.cfg, "new")
         cell.status, cell.run_dir = planned.status, planned.run_dir
         cell.estimate_s = estimate(cell, scale)
@@ -299,6 +311,11 @@ def _duration(seconds: float | None) -> str:
     if minutes < 10:  # one decimal: two runs of "2 min" each would add up to "3 min" otherwise
         return f"{minutes:.1f} min"
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def launch_text(scale: str, cells: list[Cell], launch: Launch) -> str:
+    """A dry run's job plan and GPU-hours (``reproduce.jobs.launch_text``)."""
+    return jobs.launch_text(scale, cells, launch, done, TRAIN_IMAGES)
 
 
 def dry_run_text(name: str, scale: str, cells: list[Cell], out: str, controls: bool = True) -> str:
@@ -388,8 +405,10 @@ def robust_key(key: str) -> bool:
 
 
 def _robust_column(key: str) -> bool:
-    """A robust accuracy or a model's gradient-masking verdict ('r-LE masking')."""
-    return robust_key(key) or key in ("LE masking", "r-LE masking", "AT masking")
+    """A robust accuracy, a model's gradient-masking verdict ('r-LE masking') or its attack
+    strength ('r-LE strength')."""
+    protocol, _, note = key.partition(" ")
+    return robust_key(key) or (protocol in ("LE", "r-LE", "AT") and note in ("masking", "strength"))
 
 
 def _images_text(cells: list[Cell]) -> str:
@@ -400,8 +419,10 @@ def _images_text(cells: list[Cell]) -> str:
     counts = found[0]
     others = sorted({n for k, n in counts.items() if not k.startswith("AA")})
     aa = sorted({n for k, n in counts.items() if k.startswith("AA")})
+    if not aa or aa == others:
+        return f" Every column on the same {', '.join(map(str, others))} test images per run."
     text = f" A_nat and PGD on {', '.join(map(str, others))} test images per run"
-    return text + (f", AutoAttack on the first {', '.join(map(str, aa))} of them." if aa else ".")
+    return text + f", AutoAttack on the first {', '.join(map(str, aa))} of them."
 
 
 def reproduce(name: str, scale: str, out: str, **options) -> Path:
@@ -434,10 +455,13 @@ def run_table(
     rows: list[str] | None = None, columns: list[str] | None = None, data_root: str | None = None,
     linear_config: str | None = None, device: str = "auto", quiet: bool = True,
     log: Callable[[str], None] = print, controls: bool = True, robust_overrides=(),
+    launch: Launch | None = None,
 ) -> Path:  # fmt: skip
     """``reproduce`` without the table's lock. ``controls``: each run's untrained backbone and
     the raw pixels of each column, evaluated as the runs (robust tables: by the run's robust
-    protocol, ``robust_runs.robust_control``). ``robust_overrides``: --robust-set."""
+    protocol, ``robust_runs.robust_control``). ``robust_overrides``: --robust-set. ``launch``:
+    the runs as parallel jobs first (``--jobs``, ``--executor``); the loop below then reuses
+    them and evaluates the controls in this process."""
     cells = plan(name, scale, seeds, epochs, overrides, out, rows, columns, data_root,
                  robust_overrides)  # fmt: skip
     robust = TABLES[name].robust
@@ -445,6 +469,7 @@ def run_table(
         check_linear([c.prep for c in cells if c.column is column], None, linear_config,
                      column.eval_dataset)  # fmt: skip
     log(dry_run_text(name, scale, cells, out, controls))
+    dispatch(jobs.cell_jobs(cells, linear_config, device, done), launch or Launch(), Path(out), log)
     tracker = Tracker(cells, log)
     phases = Phases("reproduce", len(cells), log)
     for i, cell in enumerate(cells, 1):
@@ -709,14 +734,19 @@ def _diagnostics_text(cells: list[Cell]) -> list[str]:
                 continue
             bad = [f"seed {seed}: {v}" for seed, v in verdicts if v.startswith("FLAGGED")]
             seeds = " ".join(str(seed) for seed, _ in verdicts)
+            strength = [f"seed {c.seed}: {c.result[f'{protocol} strength']}" for c in mine
+                        if c.result.get(f"{protocol} strength")]  # fmt: skip
             lines.append(f"- {row.title} ({protocol}): " + ("; ".join(bad) if bad else
-                         f"passed (seeds {seeds})"))  # fmt: skip
+                         f"passed (seeds {seeds})") + (f"; stronger attacks than PGD-20: "
+                         f"{'; '.join(strength)}" if strength else ""))  # fmt: skip
     if not lines:
         return []
-    return ["Gradient-masking diagnostics (each run's robust/diagnostics.md: PGD 20/100/200 "
-            "steps with restarts, eps sweep, Square vs white-box, transfer from the Euclidean "
-            f"twin, input-gradient norms); {MARK} marks the robust columns of a model flagged "
-            "in any seed:", "", *lines, ""]  # fmt: skip
+    return ["Gradient-masking diagnostics (each run's robust/diagnostics.md, docs/robustness.md: "
+            "Square at 5,000 queries vs white-box, PGD at the unbounded eps 0.5 vs chance, "
+            "accuracy monotone in eps, transfer from the Euclidean twin, input-gradient norms); "
+            f"{MARK} marks the robust columns of a model flagged in any seed. Then the drop "
+            "from PGD-20 to PGD-200, to PGD-20 x10 restarts and to AutoAttack, each on its own:",
+            "", *lines, ""]  # fmt: skip
 
 
 def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:
@@ -936,4 +966,4 @@ def _best_text(spec: Table, group: list[Cell], metrics, values: PaperValues) -> 
     return [*out, "", *sentences, "", HOLM_NOTE, ""]
 
 
-__all__ = ["dry_run_text", "listing", "plan", "reproduce", "table"]
+__all__ = ["dry_run_text", "launch_text", "listing", "plan", "reproduce", "table"]

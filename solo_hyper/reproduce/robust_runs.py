@@ -60,14 +60,16 @@ def evaluated_rows(
 
 
 def robust_metrics(rows: list[dict]) -> dict:
-    """robust-eval's rows as one result: 'LE A_nat', 'r-LE PGD-20 8/255', 'AT masking', ..."""
+    """robust-eval's rows as one result: 'LE A_nat', 'r-LE PGD-20 8/255', 'AT masking',
+    'r-LE strength', ..."""
     out = {}
     for r in rows:
         for key, value in r.items():
             if key == "A_nat" or is_attack(key):
                 out[f"{r['protocol']} {key}"] = value
-        if "masking" in r:
-            out[f"{r['protocol']} masking"] = r["masking"]
+        for note in ("masking", "strength"):
+            if note in r:
+                out[f"{r['protocol']} {note}"] = r[note]
         if "images" in r:  # how many test images each accuracy is over (the legend says)
             out["robust_images"] = r["images"]
     return out
@@ -78,9 +80,8 @@ def robust_control(
     finetunes: Iterable[bool], quiet: bool = True,
 ) -> dict:  # fmt: skip
     """A control (``UNTRAINED`` or ``PIXELS``) of the run ``prep`` through the robust
-    protocols ``finetunes`` names (False: robust-eval, True: finetune-adv), as a run is. The
-    raw pixels are read in all three channels: an attack perturbs each on its own."""
-    run_dir = write_control(prep, kind, Path(root), every_channel=True)
+    protocols ``finetunes`` names (False: robust-eval, True: finetune-adv), as a run is."""
+    run_dir = write_control(prep, kind, Path(root))
     found: dict = {}
     for finetune in dict.fromkeys(finetunes):
         found.update(robust_metrics(evaluated_rows(run_dir, config, overrides, finetune, quiet)))

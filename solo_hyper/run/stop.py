@@ -60,12 +60,13 @@ def requested() -> int | None:
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM stop the command (see the module) while the block runs."""
+def stop_on_signals(extra: tuple[int, ...] = ()) -> Iterator[None]:
+    """SIGINT and SIGTERM (and the ``extra`` signals: a cluster job's preemption signal) stop the
+    command (see the module) while the block runs."""
     global _requested
     _requested = None
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
+    previous = {s: signal.getsignal(s) for s in (*SIGNALS, *extra)}
+    for s in previous:
         signal.signal(s, _handle)
     try:
         yield

@@ -156,6 +156,16 @@ class Throughput(pl.Callback):
         return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
+def cluster_plugins() -> list:
+    """Under SLURM, Lightning's SLURM environment (ranks, world size and the DDP address from the
+    job) with its auto-requeue off: a preempted or timed-out job stops through ``run.stop`` and
+    is requeued by submitit (``launch.cluster``), never by Lightning as well."""
+    environments = pl.plugins.environments
+    if not environments.SLURMEnvironment.detect():
+        return []
+    return [environments.SLURMEnvironment(auto_requeue=False)]
+
+
 def reset_peak_memory(device: torch.device | None = None) -> None:
     """Restarts the peak-memory count, so that runs in one process are measured separately."""
     if device is not None and device.type == "cuda":
@@ -271,6 +281,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         callbacks += [LogConfig(cfg, {"config_hash": plan.config_hash}),
                       pl.callbacks.LearningRateMonitor()]  # fmt: skip
     kwargs = trainer_kwargs(cfg)
+    kwargs.setdefault("plugins", cluster_plugins())
     if quiet:
         kwargs.setdefault("enable_progress_bar", False)
         kwargs.setdefault("enable_model_summary", False)

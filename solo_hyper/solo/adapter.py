@@ -46,13 +46,28 @@ AccumulatingKNN = shim.AccumulatingKNN  # solo's online kNN metric, computed by 
 
 # ---------------------------------------------------------------------------------- registry
 def plugin_class(cls: type) -> type:
-    """A solo method class with PluginBase (and the fixes it needs, ``compat``) mixed in."""
+    """A solo method class with PluginBase (and the fixes it needs, ``compat``) mixed in.
+
+    Args:
+        cls: solo's method class (a plugin method's class is returned as it is).
+
+    Returns:
+        The mixed class, named as ``cls``.
+    """
     return compat.plugin_class(cls, PluginBase, shim.API_VERSION)
 
 
 def register(name: str, cls: type) -> None:
     """Adds ``cls`` to solo.methods.METHODS under ``name``; idempotent, also across module
-    reloads, and a name already taken by another class is an error."""
+    reloads, and a name already taken by another class is an error.
+
+    Args:
+        name: the method's name in solo's registry.
+        cls: its class.
+
+    Raises:
+        ValueError: the name belongs to another class.
+    """
     current = METHODS.get(name)
     if current is not None and current is not cls:
         same = (current.__module__, current.__qualname__) == (cls.__module__, cls.__qualname__)
@@ -72,14 +87,22 @@ def registered_methods() -> dict[str, type]:
 @dataclass(frozen=True)
 class MethodInfo:
     """What ``prepare`` completes and checks a method's config with, for this plugin's methods
-    and solo's bundled ones alike."""
+    and solo's bundled ones alike.
 
-    cls: type  # the LightningModule class that builds the method
-    defaults: dict[str, Any]  # method_kwargs and their defaults
-    # method_kwargs -> the checked ObjectiveArgs (plugin methods; prepare calls it once)
+    Attributes:
+        cls: the LightningModule class that builds the method.
+        defaults: the method_kwargs and their defaults.
+        check_args: method_kwargs -> the checked ObjectiveArgs (plugin methods; prepare calls
+            it once); None for solo's methods.
+        required_crops: the crops per image the method works on (None: any number).
+        checks: the checks that need the whole config.
+    """
+
+    cls: type
+    defaults: dict[str, Any]
     check_args: Callable[[dict], ObjectiveArgs] | None
-    required_crops: int | None  # None: any number of crops
-    checks: tuple[Callable[[dict], None], ...]  # checks that need the whole config
+    required_crops: int | None
+    checks: tuple[Callable[[dict], None], ...]
 
     def check_config(self, cfg: dict) -> None:
         for check in self.checks:
@@ -89,7 +112,14 @@ class MethodInfo:
 def method_info(name: str) -> MethodInfo:
     """Method ``name``'s arguments and checks: this plugin's methods declare theirs (the
     objective's ``Args`` dataclass), solo's bundled methods have solo's published values
-    (``baselines``)."""
+    (``baselines``).
+
+    Args:
+        name: a registered method's name.
+
+    Raises:
+        ConfigError: a solo class that is neither a plugin method nor in the baselines' table.
+    """
     if name in PLUGIN_METHODS:
         spec = plugin_method(name)
         return MethodInfo(
@@ -118,7 +148,11 @@ PRECISIONS = {"16-mixed": 16, "bf16-mixed": "bf16", "32-true": 32, "64-true": 64
 
 def trainer_precision(precision: Any) -> Any:
     """A precision in the installed Lightning's terms: Lightning 1.x's spellings for Lightning 2,
-    Lightning 2's names (and "32"/"16" as numbers) for Lightning 1.9."""
+    Lightning 2's names (and "32"/"16" as numbers) for Lightning 1.9.
+
+    Args:
+        precision: as a config gives it (32, 16, "bf16", "16-mixed", ...).
+    """
     text = str(precision)
     if shim.LIGHTNING_2:
         return {str(old): new for new, old in PRECISIONS.items()}.get(text, precision)
@@ -127,7 +161,11 @@ def trainer_precision(precision: Any) -> Any:
 
 def trainer_strategy(strategy: Any) -> Any:
     """A strategy in the installed Lightning's terms: DDP without the per-step search for unused
-    parameters (no method here leaves one unused; Lightning 2's default)."""
+    parameters (no method here leaves one unused; Lightning 2's default).
+
+    Args:
+        strategy: as a config gives it ("ddp", ..., or None).
+    """
     return shim.STRATEGIES.get(strategy, strategy) if isinstance(strategy, str) else strategy
 
 
@@ -136,9 +174,20 @@ def build_method(
     cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
     args: ObjectiveArgs | None = None, crops: list[dict] | None = None,
 ):  # fmt: skip
-    """The LightningModule for a completed, checked config; ``args``: a plugin method's
-    arguments as ``prepare`` made them (else made from ``method_kwargs``), ``crops``: the
-    completed crop entries (else the config's)."""
+    """The LightningModule for a completed, checked config.
+
+    Args:
+        cfg: the config (``config.complete`` and the run's checks).
+        num_classes: the dataset's classes (solo's online classifier).
+        small_images: give solo's ResNets the CIFAR stem.
+        num_crops: (large, small) crops per image.
+        args: a plugin method's arguments as ``prepare`` made them (None: made from
+            ``method_kwargs``).
+        crops: the completed crop entries (None: the config's).
+
+    Returns:
+        The method, ready for a Trainer.
+    """
     cls = plugin_class(METHODS[cfg["method"]])
     return shim.construct(cls, cfg, num_classes, small_images, num_crops, args, crops or cfg["augmentations"])
 
@@ -147,9 +196,19 @@ def build_linear_model(
     encoder: nn.Module | None, num_features: int, num_classes: int, linear_cfg: dict,
     train_view: nn.Module | None = None, eval_view: nn.Module | None = None,
 ) -> Any:  # fmt: skip
-    """solo's LinearModel on a frozen ``encoder`` (None: on precomputed features) from a
-    checked linear-evaluation config (``solo_hyper.evaluation.linear``), fed by ``train_view`` /
-    ``eval_view`` (``common.PluginLinearMixin``)."""
+    """solo's LinearModel on a frozen encoder.
+
+    Args:
+        encoder: the frozen backbone (None: the model trains on precomputed features).
+        num_features: the features' dimension.
+        num_classes: the classes of the head.
+        linear_cfg: a checked linear-evaluation config (``solo_hyper.evaluation.linear``).
+        train_view: the training images' augmentation (``common.PluginLinearMixin``).
+        eval_view: the test images' view.
+
+    Returns:
+        The LinearModel, ready for a Trainer.
+    """
     backbone = FrozenBackbone(encoder, num_features)
     views = {"train_view": train_view, "eval_view": eval_view}
     return shim.linear_model(backbone, int(num_classes), linear_cfg, encoder is None, views)

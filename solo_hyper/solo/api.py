@@ -9,7 +9,17 @@ SUPPORTED = (
 )
 
 def detect_api(base_method: type) -> str:
-    """'v1' for solo-learn 1.0.2's method API, 'v2' for its GitHub main's; ImportError else."""
+    """Which method API an installed solo-learn has.
+
+    Args:
+        base_method: its ``solo.methods.base.BaseMethod`` class.
+
+    Returns:
+        'v1' for solo-learn 1.0.2's method API, 'v2' for its GitHub main's.
+
+    Raises:
+        ImportError: a BaseMethod with neither API.
+    """
     if hasattr(base_method, "add_model_specific_args"):
         return "v1"
     if hasattr(base_method, "add_and_assert_specific_cfg"):

@@ -40,16 +40,27 @@ Check = Callable[[dict], None]
 
 @dataclass(frozen=True)
 class Baseline:
-    """One solo-learn method as this plugin runs it."""
+    """One solo-learn method as this plugin runs it.
 
-    name: str  # key in solo.methods.METHODS
-    solo_class: str  # its class name (also the name of the mixed plugin class)
-    apis: tuple[str, ...]  # the method APIs (solo-learn versions) that ship it
-    kwargs: dict[str, Any]  # method_kwargs shared by every version that ships it
-    only: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-API extra/differing keys
-    momentum: tuple[float, float] | None = None  # (base_tau, final_tau) of momentum methods
-    checks: tuple[Check, ...] = ()  # run-config checks (ValueError with the fix)
-    note: str = ""  # said when the name is asked for on an installation that lacks it
+    Attributes:
+        name: its key in solo.methods.METHODS.
+        solo_class: its class name (also the name of the mixed plugin class).
+        apis: the method APIs (solo-learn versions) that ship it.
+        kwargs: the method_kwargs shared by every version that ships it.
+        only: per-API extra or differing keys.
+        momentum: (base_tau, final_tau) of momentum methods; None for the others.
+        checks: run-config checks (ValueError with the fix).
+        note: said when the name is asked for on an installation that lacks it.
+    """
+
+    name: str
+    solo_class: str
+    apis: tuple[str, ...]
+    kwargs: dict[str, Any]
+    only: dict[str, dict[str, Any]] = field(default_factory=dict)
+    momentum: tuple[float, float] | None = None
+    checks: tuple[Check, ...] = ()
+    note: str = ""
 
 
 # ------------------------------------------------------------------------------------ checks
@@ -122,6 +133,7 @@ def _prototypes_fit_the_memory(cfg: dict) -> None:
 
 
 def _vit_backbone(cfg: dict) -> None:
+    """MAE reconstructs masked patches of a ViT's input: the backbone is a ViT."""
     name = str(cfg["backbone"]["name"])
     if not name.startswith("vit"):
         raise ValueError(
@@ -217,7 +229,18 @@ _BY_CLASS = {b.solo_class: b for b in BASELINES.values()}
 # ------------------------------------------------------------------------------------ lookups
 def baseline_defaults(name: str, api: str) -> dict[str, Any]:
     """``method_kwargs`` defaults of baseline ``name`` under method API ``api`` ('v1'/'v2');
-    KeyError when that solo-learn version does not ship it."""
+    KeyError when that solo-learn version does not ship it.
+
+    Args:
+        name: a key of ``BASELINES``.
+        api: the method API, 'v1' or 'v2'.
+
+    Returns:
+        The defaults, lists copied.
+
+    Raises:
+        KeyError: that solo-learn version does not ship the baseline.
+    """
     entry = BASELINES[name]
     if api not in entry.apis:
         raise KeyError(f"{name} is not a method of solo-learn {VERSION[api]}")
@@ -233,13 +256,27 @@ def baseline_defaults(name: str, api: str) -> dict[str, Any]:
 
 
 def baseline_of(cls: type) -> Baseline | None:
-    """The table entry of a solo method class (or of its mixed plugin class, which keeps the
-    name); None for this plugin's methods and for classes the table does not know."""
+    """The table entry of a method class.
+
+    Args:
+        cls: a solo method class, or its mixed plugin class (which keeps the name).
+
+    Returns:
+        Its entry; None for this plugin's methods and for classes the table does not know.
+    """
     return _BY_CLASS.get(cls.__name__)
 
 
 def baseline_defaults_for(cls: type, api: str) -> dict[str, Any] | None:
-    """``baseline_defaults`` of a class, or None when it is not a bundled baseline."""
+    """``baseline_defaults`` of a class.
+
+    Args:
+        cls: a solo method class, or its mixed plugin class.
+        api: the method API, 'v1' or 'v2'.
+
+    Returns:
+        Its method_kwargs defaults, or None when it is not a bundled baseline of that API.
+    """
     entry = baseline_of(cls)
     if entry is None or api not in entry.apis:
         return None
@@ -247,7 +284,14 @@ def baseline_defaults_for(cls: type, api: str) -> dict[str, Any] | None:
 
 
 def trainable_methods(registry: Mapping[str, type]) -> dict[str, type]:
-    """solo's METHODS without its base classes (``base``, ``linear``)."""
+    """The methods a run can train.
+
+    Args:
+        registry: solo's METHODS (name -> class).
+
+    Returns:
+        The registry without its base classes (``base``, ``linear``).
+    """
     return {name: cls for name, cls in registry.items() if name not in NOT_METHODS}
 
 
@@ -260,8 +304,17 @@ def installed_api() -> str:
 
 
 def unknown_method_message(name: Any, known: Iterable[str], api: str | None = None) -> str:
-    """Why ``method=name`` cannot run here: a base class, a baseline of another solo-learn
-    version (and how to get it), or an unknown name with the closest known one."""
+    """Why ``method=name`` cannot run here.
+
+    Args:
+        name: the method asked for.
+        known: the methods this installation has.
+        api: the installed method API (None: detected).
+
+    Returns:
+        The message: a base class, a baseline of another solo-learn version (and how to get
+        it), or an unknown name with the closest known one.
+    """
     api = api or installed_api()
     known = sorted(known)
     listing = f"known: {known}"

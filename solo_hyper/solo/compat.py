@@ -53,7 +53,13 @@ _SPHERE = Sphere()  # cosine logits, solo's SimCLR loss
 @contextlib.contextmanager
 def replaced(module_name: str, name: str, replacement: Callable) -> Iterator[None]:
     """``module.name`` is ``replacement`` inside the block (a solo method's training step reads
-    its loss function from its module's globals at call time)."""
+    its loss function from its module's globals at call time).
+
+    Args:
+        module_name: the imported module, e.g. "solo.methods.vicreg".
+        name: the global to replace.
+        replacement: what it is inside the block; the original is put back after.
+    """
     module = sys.modules[module_name]
     original = getattr(module, name)
     setattr(module, name, replacement)
@@ -169,8 +175,17 @@ class MeanOverPositivesSupCon(_MeanOverPositives):
 
 
 def gathered_nnclr_loss(nn: torch.Tensor, p: torch.Tensor, temperature: float = 0.1):
-    """NNCLR's loss with every rank's predictions as candidates (solo main's form): each local
-    neighbour ``nn_i`` (B, D) must pick its own prediction among the gathered ones."""
+    """NNCLR's loss with every rank's predictions as candidates (solo main's form).
+
+    Args:
+        nn: (B, D) this rank's nearest neighbours; each ``nn_i`` must pick its own prediction
+            among the gathered ones.
+        p: (B, D) this rank's predictions.
+        temperature: tau of the logits.
+
+    Returns:
+        The cross-entropy over the local neighbours.
+    """
     nn, p = F.normalize(nn, dim=-1), F.normalize(p, dim=-1)
     logits = nn @ gather_with_grad(p).T / temperature
     labels = torch.arange(nn.shape[0], device=nn.device) + rank() * nn.shape[0]
@@ -187,7 +202,14 @@ class GatheredNNCLR:
 
 def gathered_vicreg_loss(z1: torch.Tensor, z2: torch.Tensor, **weights: float) -> torch.Tensor:
     """solo's VICReg loss on every rank's projections (solo main and the official code gather
-    them: variance and covariance are batch statistics); z1, z2: this rank's (B, D)."""
+    them: variance and covariance are batch statistics).
+
+    Args:
+        z1: this rank's (B, D) projections of the first views.
+        z2: this rank's (B, D) projections of the second views.
+        weights: solo's ``vicreg_loss_func`` weights (sim_loss_weight, var_loss_weight,
+            cov_loss_weight).
+    """
     from solo.losses.vicreg import vicreg_loss_func
 
     return vicreg_loss_func(gather_with_grad(z1), gather_with_grad(z2), **weights)
@@ -205,7 +227,12 @@ class GatheredVICReg:
 class CholeskyWhitening(nn.Module):
     """W-MSE's whitening as 1.0.2's ``Whitening2d`` computes it, with ``torch.linalg`` (torch 2
     removed the ``torch.cholesky`` that 1.0.2 calls): x (N, D) -> (x - mean) L^-T, where
-    L L^T = (1 - eps) cov + eps I (cov with N - 1), so the output covariance is the identity."""
+    L L^T = (1 - eps) cov + eps I (cov with N - 1), so the output covariance is the identity.
+
+    Args:
+        output_dim: D, the whitened dimension.
+        eps: the shrinkage of the covariance towards the identity.
+    """
 
     def __init__(self, output_dim: int, eps: float = 0.0) -> None:
         super().__init__()
@@ -300,7 +327,12 @@ FIXES: tuple[tuple[str, tuple[str, ...], type], ...] = (
 
 
 def fixes_for(cls: type, api: str) -> tuple[type, ...]:
-    """The fix mixins that apply to ``cls`` under method API ``api``, most specific first."""
+    """The fix mixins that apply to ``cls`` under method API ``api``, most specific first.
+
+    Args:
+        cls: a solo method class.
+        api: the method API, 'v1' or 'v2'.
+    """
     found = []
     for target, apis, fix in FIXES:
         if api not in apis:
@@ -324,6 +356,11 @@ def plugin_class(cls: type, plugin_base: type, api: str) -> type:
     For ``class SimCLR(BaseMethod)`` this builds ``SimCLR(*fixes, SimCLR, PluginBase)``, whose MRO
     runs the fixes, SimCLR's constructor, then PluginBase's (backbone swap, augmentation), then
     BaseMethod's.
+
+    Args:
+        cls: the solo-learn method class.
+        plugin_base: the adapter's PluginBase.
+        api: the method API, 'v1' or 'v2'.
     """
     if issubclass(cls, plugin_base):
         return cls

@@ -23,10 +23,20 @@ def solo_config(
     cfg: dict, num_classes: int, small_images: bool, num_crops: tuple[int, int],
     crops: list[dict] | None = None,
 ) -> dict:
-    """The plugin config ``cfg`` (completed and validated by ``solo_hyper.run.train.prepare``) as
-    solo main's cfg; lr is scaled here when ``optimizer.scale_lr`` (solo main's parse_cfg, which
-    would scale it, is not involved), and 1.0.2's LARS options become LARS kwargs; ``crops``:
-    the completed crop entries (default: the config's)."""
+    """The plugin config as solo main's cfg: lr is scaled here when ``optimizer.scale_lr`` (solo
+    main's parse_cfg, which would scale it, is not involved), and 1.0.2's LARS options become
+    LARS kwargs.
+
+    Args:
+        cfg: the plugin config (completed and validated by ``solo_hyper.run.train.prepare``).
+        num_classes: the dataset's classes (solo's online classifier).
+        small_images: give solo's ResNets the CIFAR stem.
+        num_crops: (large, small) crops per image.
+        crops: the completed crop entries (None: the config's).
+
+    Returns:
+        solo main's cfg as a plain dict (the main shim makes the OmegaConf config of it).
+    """
     opt, sched, data = cfg["optimizer"], cfg["scheduler"], cfg["data"]
     lr = scaled_lr(cfg)
     extra = copy.deepcopy(dict(opt.get("kwargs") or {}))

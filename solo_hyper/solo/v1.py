@@ -53,12 +53,19 @@ class AccumulatingKNN(common.AccumulatingKNN):
 class PluginBase(common.PluginMixin, BaseMethod):
     """solo's BaseMethod with this plugin's backbones and on-device augmentation.
 
-    Extra constructor arguments (consumed here, the rest go to solo's BaseMethod): backbone_name,
-    backbone_kwargs, augmentations (crop entries; None: crops come from solo's CPU pipeline),
-    mean, std (of the crops; None: solo 1.0.2's statistics for ``dataset``, which its launcher
-    passes), small_images (CIFAR stem for solo's ResNets), pipeline_augmentations (the crop
-    entries of a CPU pipeline's crops: their ``gaussian_noise`` is added on the device),
-    solo_hyper_config (the run's config, written into every checkpoint).
+    Args:
+        backbone_name: the backbone, solo's or this plugin's (None: solo's ``encoder``
+            argument, else resnet18).
+        backbone_kwargs: extra arguments of the backbone's constructor.
+        augmentations: the crop entries (None: crops come from solo's CPU pipeline).
+        mean: per-channel mean of the crops (None: solo 1.0.2's statistics for ``dataset``,
+            which its launcher passes).
+        std: per-channel std of the crops (None: as mean).
+        small_images: give solo's ResNets the CIFAR stem.
+        pipeline_augmentations: the crop entries of a CPU pipeline's crops (their
+            ``gaussian_noise`` is added on the device).
+        solo_hyper_config: the run's config, written into every checkpoint.
+        kwargs: solo's BaseMethod arguments.
     """
 
     def __init__(
@@ -117,7 +124,14 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
     solo's launcher and tests build theirs (``METHODS[name](**kwargs)``): one subclass per method
     names its objective (``METHOD``); its ``method_kwargs`` come as keyword arguments too (absent
     ones take the objective's defaults), or checked already as ``objective_args`` (``prepare``'s,
-    passed by ``build_method``). ``method``, which solo's launcher passes, must agree."""
+    passed by ``build_method``).
+
+    Args:
+        method: the method's name, which solo's launcher passes; it must agree with the class.
+        objective_args: the objective's checked arguments (None: made from ``kwargs``).
+        kwargs: solo-learn 1.0.2's BaseMethod arguments, and the method's own when
+            ``objective_args`` is None.
+    """
 
     BACKBONE_ATTR = "encoder"
 
@@ -155,7 +169,12 @@ def _str2bool(text: str) -> bool:
 
 
 class SupCon(SimCLR):
-    """SupCon as solo-learn 1.0.2 ships it: SimCLR with ``supervised=True``."""
+    """SupCon as solo-learn 1.0.2 ships it: SimCLR with ``supervised=True``.
+
+    Args:
+        supervised: positives are the samples of the same class (SupCon's form).
+        kwargs: SimCLR's arguments.
+    """
 
     def __init__(self, supervised: bool = True, **kwargs: Any) -> None:
         super().__init__(supervised=supervised, **kwargs)

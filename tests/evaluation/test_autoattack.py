@@ -69,7 +69,32 @@ def test_autoattack_entry_is_parsed_and_named():
     spec = rcfg["attacks"]["AA 8/255"]
     assert spec == AutoAttackSpec(8 / 255, "standard")
     custom = AutoAttackSpec(0.1, "custom", ("apgd-ce", "square"))
-    assert custom.label == "AA-custom 0.1"
+    assert custom.label == "AA-apgd-ce+square 0.1"
+
+
+def _settings(attack) -> dict:
+    """An attack object's settings (numbers, strings, flags), not its model or logger."""
+    return {k: v for k, v in vars(attack).items()
+            if isinstance(v, (bool, int, float, str, type(None)))}  # fmt: skip
+
+
+def test_apgd_ce_and_apgd_t_are_exactly_the_standard_versions_first_two_stages():
+    from pyautoattack import AutoAttack
+
+    net = nn.Sequential(nn.Flatten(), nn.Linear(4, 10))
+    spec = AutoAttackSpec(8 / 255, "custom", ("apgd-ce", "apgd-t"))
+    ours = spec.attack(net, 0, CPU)
+    standard = AutoAttack(net, norm="Linf", eps=8 / 255, version="standard", seed=0, device=CPU)
+    assert ours.attacks_to_run == standard.attacks_to_run[:2] == ["apgd-ce", "apgd-t"]
+    for name in ("apgd", "apgd_targeted"):
+        assert _settings(getattr(ours, name)) == _settings(getattr(standard, name))
+    assert ours.apgd.n_restarts == 1 and ours.apgd_targeted.n_target_classes == 9
+    assert ours.apgd_targeted.n_restarts == 1 and ours.apgd.n_iter == 100
+    # the package's own custom version differs: APGD-CE at 5 restarts
+    package = AutoAttack(net, norm="Linf", eps=8 / 255, version="custom", seed=0, device=CPU,
+                         attacks=["apgd-ce", "apgd-t"])  # fmt: skip
+    assert package.apgd.n_restarts == 5
+    assert spec.label == "AA-apgd-ce+apgd-t 8/255"
 
 
 def test_fashion_mnist_config_attacks_at_the_mnist_radius_too():
@@ -83,7 +108,7 @@ def test_autoattack_images_attacks_only_the_first_images_across_batches():
     accuracy is over those N; the clean accuracy and PGD stay over every image."""
     rcfg = load_robust_config(None, ["evaluation.attacks.aa={autoattack: {eps: 0.1, version: "
                                      "custom, attacks: [apgd-ce], images: 5}}"])  # fmt: skip
-    spec = rcfg["attacks"]["AA-custom 0.1"]
+    spec = rcfg["attacks"]["AA-apgd-ce 0.1"]
     assert spec.images == 5
     torch.manual_seed(0)
     net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
@@ -135,8 +160,8 @@ def test_missing_package_is_one_line_naming_the_install_command(monkeypatch):
 # ----------------------------------------------------------------------------- what it finds
 
 
-# The tests run AutoAttack's custom version with some of its attacks (APGD-CE then with its
-# default 5 restarts): FAB-T and 5,000 Square queries on every image still correct would take
+# The tests run AutoAttack's custom version with some of its attacks (each configured as in the
+# standard version): FAB-T and 5,000 Square queries on every image still correct would take
 # minutes of CI. benchmarks/autoattack.py times the standard version.
 GRADIENT_PART = ("apgd-ce",)  # the standard version's first attack
 BLACK_BOX = ("apgd-ce", "square")  # its first and its black-box attack
@@ -161,28 +186,52 @@ def test_autoattack_is_at_least_as_strong_as_pgd20_on_a_plain_cnn(fmnist_cnn):
     assert torch.equal(once, twice)  # seeded: the same examples twice
 
 
+class SaturatedLogits(nn.Module):
+    """A logit rescale that saturates the softmax (a 'defence' by overconfidence): the same
+    decisions, but the cross-entropy's input gradient is exactly 0 in float32 on every image
+    the model gets right, so PGD on the cross-entropy never leaves a correct image."""
+
+    def __init__(self, model: nn.Module, scale: float = 1e4) -> None:
+        super().__init__()
+        self.model, self.scale = model, scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x) * self.scale
+
+
+MASKED = {"rounded input": RoundedInput, "saturated softmax": SaturatedLogits}
+# the AutoAttack stages that see through each mask (the whole standard version takes minutes of
+# CI): no gradient survives the rounding, so it takes the black-box Square; the saturation
+# leaves the logits' order, which APGD-T's scale-free DLR loss follows (the CPU protocol's part b)
+SEES_THROUGH = {"rounded input": BLACK_BOX, "saturated softmax": ("apgd-ce", "apgd-t")}
+
+
 @pytest.mark.slow
-def test_masked_gradients_fool_pgd20_but_not_autoattack(fmnist_cnn):
+@pytest.mark.parametrize("kind", list(MASKED))
+def test_masked_gradients_fool_pgd20_but_not_autoattack(fmnist_cnn, kind):
     net, val = fmnist_cnn
-    masked = RoundedInput(net)
+    masked = MASKED[kind](net)
     eps = 0.1
     messages: list[str] = []
-    attacks = {"pgd": PGDSpec(eps, eps / 10, 20), "aa": AutoAttackSpec(eps, "custom", BLACK_BOX)}
+    attacks = {"pgd": PGDSpec(eps, eps / 10, 20),
+               "aa": AutoAttackSpec(eps, "custom", SEES_THROUGH[kind])}  # fmt: skip
     plain = robust_accuracy(net, val, {"pgd": attacks["pgd"]}, CPU, 0)
     acc = robust_accuracy(masked, val, attacks, CPU, 0, messages)
-    assert acc["A_nat"] == plain["A_nat"]  # the rounding changes no real image
-    # PGD-20 never moves on the masked copy (zero gradients): it calls it robust, far above
-    # the network it wraps; AutoAttack's Square does not
+    assert acc["A_nat"] == plain["A_nat"]  # the mask changes no decision
+    # PGD-20 never moves a correct image of the masked copy (zero gradients): it calls it
+    # robust, far above the network it wraps; AutoAttack does not
     assert acc["pgd"] >= acc["A_nat"] - 15.0 and acc["pgd"] >= plain["pgd"] + 25.0
     assert acc["aa"] <= acc["pgd"] - 25.0
-    # and its own check says why
-    assert any("Square Attack has decreased the robust accuracy" in m for m in messages)
+    if kind == "rounded input":  # and its own check says why
+        assert any("Square Attack has decreased the robust accuracy" in m for m in messages)
 
 
 # ----------------------------------------------------------------------------- diagnostics
 
-SMALL = DiagnosticsSpec(images=16, eps=0.1, steps=(10, 30), restarts=2, sweep=(8 / 255, 0.3),
-                        square_queries=300)  # fmt: skip
+# Square at 300 queries, not the default 5,000 (minutes of CI on 16 images): the masks here are
+# caught at 300 already
+SMALL = DiagnosticsSpec(images=16, eps=0.1, steps=10, long_steps=30, restarts=3,
+                        sweep=(8 / 255, 0.1, 0.3), square_queries=300)  # fmt: skip
 
 
 def _checks(diagnosis):
@@ -190,31 +239,100 @@ def _checks(diagnosis):
 
 
 @pytest.mark.slow
-def test_diagnostics_flag_masked_gradients_and_pass_the_plain_cnn(fmnist_cnn):
+def test_diagnostics_pass_the_plain_cnn(fmnist_cnn):
     net, val = fmnist_cnn
     x, y = next(val())
     plain = diagnose(net, x, y, SMALL, "plain", twin=net, twin_name="itself")
-    assert _checks(plain) == {"strength": False, "eps sweep": False, "black-box": False,
+    assert _checks(plain) == {"black-box": False, "unbounded": False, "monotone": False,
                               "transfer": False, "gradients": False}  # fmt: skip
     assert plain.verdict == "passed"
-    masked = diagnose(RoundedInput(net), x, y, SMALL, "rounded", twin=net, twin_name="plain")
+    lines = plain.lines()
+    assert any(line.startswith("plain: unbounded: passed: PGD-30 at eps 0.5: 0.0") for line in lines)
+    assert any(line.startswith("plain: attack strength: PGD-10 ") for line in lines)
+    text = markdown([plain])
+    assert "## plain: passed" in text and "| attack strength (not a masking check) |" in text
+    assert Diagnosis.from_dict(plain.as_dict()).as_dict() == plain.as_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(MASKED))
+def test_diagnostics_catch_masked_gradients(fmnist_cnn, kind):
+    net, val = fmnist_cnn
+    x, y = next(val())
+    masked = diagnose(MASKED[kind](net), x, y, SMALL, kind, twin=net, twin_name="plain")
     checks = _checks(masked)
-    # zero gradients everywhere: PGD never moves, so the sweep stays high; Square and the
-    # transfer from the un-rounded twin both beat it
-    assert checks["gradients"] and checks["eps sweep"] and checks["black-box"]
-    assert checks["transfer"]
-    assert masked.flagged and masked.verdict.startswith("FLAGGED (")
-    assert any(line.startswith("rounded: gradients: FLAGGED") for line in masked.lines())
-    text = markdown([plain, masked])
-    assert "## plain: passed" in text and "## rounded: FLAGGED" in text
+    flagged = [name for name, bad in checks.items() if bad]
+    # zero gradients on the images it gets right: Square (5,000 queries) and the transfer
+    # from the unmasked twin beat PGD, and PGD stays far above chance at eps 0.5
+    assert len(flagged) >= 2 and {"black-box", "gradients"} <= set(flagged), flagged
+    assert checks["unbounded"] and checks["transfer"]
+    assert masked.verdict.startswith("FLAGGED (")
+    assert any(line.startswith(f"{kind}: black-box: FLAGGED: Square (300 queries)")
+               for line in masked.lines())  # fmt: skip
     assert Diagnosis.from_dict(masked.as_dict()).as_dict() == masked.as_dict()
 
 
+def test_the_checks_can_fail_on_their_numbers():
+    """Each verdict turns on its own numbers: a rise with eps, accuracy above chance at the
+    unbounded radius, and a drop from PGD-20 to a stronger PGD (the strength report)."""
+
+    class Fixed(nn.Module):
+        """Right on the images whose first pixel is below a threshold, else wrong."""
+
+        def __init__(self, threshold: float) -> None:
+            super().__init__()
+            self.threshold = threshold
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            right = (x.flatten(1)[:, 0] < self.threshold).float()
+            return torch.stack([right, 1 - right], 1) + 0 * x.flatten(1).sum(1, keepdim=True)
+
+    x, y = torch.zeros(20, 1, 2, 2), torch.zeros(20, dtype=torch.long)
+    spec = DiagnosticsSpec(images=20, eps=0.1, steps=2, long_steps=3, restarts=2, sweep=(0.1,),
+                           square_queries=5)  # fmt: skip
+    always = diagnose(Fixed(2.0), x, y, spec, "always right")  # no gradient moves it
+    checks = _checks(always)
+    assert checks["unbounded"] and checks["gradients"] and not checks["monotone"]
+    assert always.strength.drop == 0 and always.strength.verdict == "PGD-2 holds"
+    assert "PGD-3 at eps 0.5: 100.0 (chance 50.0)" in next(c.detail for c in always.checks
+                                                          if c.name == "unbounded")  # fmt: skip
+
+    class Bright(nn.Module):
+        """Right once the image's mean brightness passes 0.05: a black image is wrong, and the
+        larger the random start's noise, the more often it is right (no gradient anywhere)."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            right = (x.flatten(1).mean(1) > 0.05).float()
+            return torch.stack([right, 1 - right], 1) + 0 * x.flatten(1).sum(1, keepdim=True)
+
+    spec = DiagnosticsSpec(images=20, eps=0.1, steps=2, long_steps=3, restarts=2,
+                           sweep=(0.1, 0.3), square_queries=5)  # fmt: skip
+    x = torch.zeros(20, 1, 8, 8)
+    rising = diagnose(Bright(), x, y, spec, "rising")
+    assert _checks(rising)["monotone"]  # 0% at eps 0.1, 100% at 0.3: accuracy rose with eps
+    assert "0.1: 0.0, 0.3: 100.0, 0.5: 100.0" in next(c.detail for c in rising.checks
+                                                      if c.name == "monotone")  # fmt: skip
+
+
+def test_strength_report_says_how_much_stronger_attacks_lower_pgd20():
+    from solo_hyper.evaluation.diagnostics import Strength
+
+    weak = Strength(20, 41.0, 200, 30.0, 10, 38.0, 2.0)
+    assert weak.drop == pytest.approx(11.0) and weak.verdict == "PGD-20 OVERSTATES by 11.0"
+    assert "PGD-200 30.0 (-11.0); PGD-20 x10 restarts 38.0 (-3.0)" in weak.detail
+    assert Strength(20, 41.0, 200, 40.0, 10, 39.5, 2.0).verdict == "PGD-20 holds"
+
+
 def test_diagnostics_budget_is_checked():
+    spec = load_robust_config(None)["diagnostics"]
+    assert (spec.square_queries, spec.unbounded, spec.steps, spec.long_steps, spec.restarts) == (
+        5000, 0.5, 20, 200, 10)  # AutoAttack's Square budget; PGD-20 against 200 and 10 restarts
     with pytest.raises(ConfigError, match="restarts must be an integer >= 1"):
         load_robust_config(None, ["evaluation.diagnostics.restarts=0"])
-    with pytest.raises(ConfigError, match="steps must be a non-empty list"):
-        load_robust_config(None, ["evaluation.diagnostics.steps=[]"])
+    with pytest.raises(ConfigError, match="sweep must be a non-empty list"):
+        load_robust_config(None, ["evaluation.diagnostics.sweep=[]"])
+    with pytest.raises(ConfigError, match="unbounded must be >= 0.5"):
+        load_robust_config(None, ["evaluation.diagnostics.unbounded=0.3"])
     spec = load_robust_config(None, ["evaluation.diagnostics.sweep=[0.1, 3/10]"])["diagnostics"]
     assert spec.sweep == (0.1, pytest.approx(0.3))
     assert load_robust_config(None, ["evaluation.diagnostics.enabled=false"])["diagnostics"] is None

@@ -268,9 +268,9 @@ TINY = [
     "evaluation.attacks.pgd20_01=null", "evaluation.attacks.aa_16=null",
     "evaluation.attacks.aa_01=null", "evaluation.attacks.aa_8.autoattack.version=custom",
     "evaluation.attacks.aa_8.autoattack.attacks=[apgd-ce]",
-    "evaluation.diagnostics.images=16", "evaluation.diagnostics.steps=[2, 4]",
-    "evaluation.diagnostics.restarts=1", "evaluation.diagnostics.sweep=[8/255, 0.3]",
-    "evaluation.diagnostics.square_queries=20",
+    "evaluation.images=60", "evaluation.diagnostics.images=20", "evaluation.diagnostics.steps=2",
+    "evaluation.diagnostics.long_steps=4", "evaluation.diagnostics.restarts=2",
+    "evaluation.diagnostics.sweep=[8/255, 0.3]", "evaluation.diagnostics.square_queries=20",
 ]  # fmt: skip
 
 
@@ -301,24 +301,38 @@ def test_robust_eval_command_end_to_end(rhcl_run, capsys):
     assert [(r["method"], r["protocol"]) for r in rows] == [("rhcl", "LE"), ("rhcl", "r-LE")]
     for r in rows:
         clean, pgd8, pgd16, aa8 = (float(r[k].rstrip("*")) for k in
-                                   ("A_nat", "PGD-3 8/255", "PGD-3 16/255", "AA-custom 8/255"))  # fmt: skip
+                                   ("A_nat", "PGD-3 8/255", "PGD-3 16/255", "AA-apgd-ce 8/255"))  # fmt: skip
         assert 0.0 <= pgd16 <= clean <= 100.0 and 0.0 <= pgd8 <= clean and 0.0 <= aa8 <= clean
         assert r["masking"].split(" ")[0] in ("passed", "FLAGGED")
+        assert "PGD-4 " in r["strength"] and "x2 restarts" in r["strength"] and "AA-apgd-ce " in r["strength"]
     printed = capsys.readouterr()
     assert "| rhcl | r-LE |" in printed.out
-    assert "rhcl (r-LE): eps sweep: " in printed.err  # each check's verdict on the phase lines
+    assert "rhcl (r-LE): unbounded: " in printed.err  # each check's verdict on the phase lines
+    assert "rhcl (r-LE): attack strength: PGD-2 " in printed.err
     table = (rhcl_run / "robust" / "robust_eval.md").read_text()
-    assert table.startswith("| method | protocol | A_nat | PGD-3 8/255 | PGD-3 16/255 | "
-                            "AA-custom 8/255 | masking |")  # fmt: skip
+    assert table.startswith("| method | protocol | A_nat | AA-apgd-ce 8/255 | PGD-3 8/255 | "
+                            "PGD-3 16/255 | masking | strength |")  # fmt: skip
     saved = json.loads((rhcl_run / "robust" / "robust_eval.json").read_text())
     assert saved["config"]["linear"]["epochs"] == 2
+    # the fixed class-stratified subset: 60 images, 6 of each class, for every column
+    assert saved["rows"][0]["images"] == {"A_nat": 60, "PGD-3 8/255": 60, "PGD-3 16/255": 60,
+                                          "AA-apgd-ce 8/255": 60}  # fmt: skip
     diagnostics = (rhcl_run / "robust" / "diagnostics.md").read_text()
     for section in ("## rhcl (LE): ", "## rhcl (r-LE): "):
         assert section in diagnostics
-    for check in ("strength", "eps sweep", "black-box", "transfer", "gradients"):
+    for check in ("black-box", "unbounded", "monotone", "transfer", "gradients",
+                  "attack strength (not a masking check)"):  # fmt: skip
         assert f"| {check} | " in diagnostics
     heads = torch.load(rhcl_run / "robust" / "robust_eval.pt", weights_only=False)["heads"]
     assert set(heads) == {"LE", "r-LE"}  # kept: a twin's transfer attack is crafted on them
+    # stopped and resumed: the heads, each attack and the diagnostics come from the cache, and
+    # an attack dropped from the config leaves the others' numbers as they were
+    cached = sorted(p.name for p in (rhcl_run / "robust" / "cache").iterdir())
+    assert main(["robust-eval", *args, *TINY, "evaluation.attacks.pgd20_16=null"]) == 0
+    assert "the linear head from" in capsys.readouterr().err
+    assert sorted(p.name for p in (rhcl_run / "robust" / "cache").iterdir()) == cached
+    again = _table(rhcl_run / "robust" / "robust_eval.csv")
+    assert [{k: v for k, v in r.items() if k != "PGD-3 16/255"} for r in rows] == again
 
 
 @pytest.mark.slow

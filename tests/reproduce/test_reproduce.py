@@ -555,8 +555,10 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
             flagged = key == "rhcl" and seed == 1
             cell.result = {"run_dir": str(run), "LE A_nat": 70.0, "LE PGD-20 8/255": 50.0,
                            "LE AA 8/255": 41.0, "LE masking": "passed",
-                           "r-LE masking": "FLAGGED (eps sweep)" if flagged else "passed",
-                           "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0, "r-LE AA 8/255": 45.0}  # fmt: skip
+                           "r-LE masking": "FLAGGED (unbounded)" if flagged else "passed",
+                           "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0, "r-LE AA 8/255": 45.0,
+                           "r-LE strength": f"PGD-200 -{seed}.0, x10 restarts +0.0 (100 images); "
+                                            "AA -10.0 vs PGD-20"}  # fmt: skip
             cells.append(cell)
     metrics = {key: paper for key, _, paper in campaign._metrics(spec, cells)}
     assert metrics["LE AA 8/255"] == "-" and metrics["LE PGD-20 8/255"] == "PGD"
@@ -565,8 +567,10 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
     assert campaign._masked(rhcl, "r-LE AA 8/255") and campaign._masked(rhcl, "r-LE PGD-20 8/255")
     assert not campaign._masked(rhcl, "r-LE A_nat") and not campaign._masked(rhcl, "LE AA 8/255")
     text = "\n".join(campaign._diagnostics_text(cells))
-    assert "- RHCL (r-LE): seed 1: FLAGGED (eps sweep)" in text
-    assert "- RoCL (r-LE): passed (seeds 0 1)" in text
+    assert "- RHCL (r-LE): seed 1: FLAGGED (unbounded)" in text
+    assert "- RoCL (r-LE): passed (seeds 0 1); stronger attacks than PGD-20: seed 0: PGD-200 -0.0, " \
+        "x10 restarts +0.0 (100 images); AA -10.0 vs PGD-20; seed 1: PGD-200 -1.0" in text
+    assert "- RoCL (LE): passed (seeds 0 1)\n" in text + "\n"  # no strength measured: none said
     assert campaign._twin_run(rhcl[1], cells) == tmp_path / "rocl-1"
     rocl = [c for c in cells if c.row.key == "rocl"]
     assert campaign._twin_run(rocl[0], cells) is None  # RoCL has no twin

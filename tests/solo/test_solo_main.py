@@ -584,6 +584,31 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(
 
 
 @needs_main
+def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monkeypatch, solo_scripts):
+    """Hydra's multirun with hydra-submitit-launcher (``-m hydra/launcher=submitit_local``, the
+    same launcher as ``submitit_slurm`` without a cluster): each sweep value of solo main's
+    main_pretrain.py runs as a submitit job, with this plugin's method, and trains."""
+    train, val = _image_folder(tmp_path / "train", 4), _image_folder(tmp_path / "val", 2)
+    monkeypatch.chdir(tmp_path)
+    run_solo(
+        str(solo_scripts / "main_pretrain.py"),
+        ["--config-path", str(SOLO_MAIN_CONFIGS / "custom"), "--config-name", "hcl.yaml", "-m",
+         f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck",
+         "backbone.name=small_cnn", "+backbone.kwargs.width=8", "augmentations.0.crop_size=32",
+         "method_kwargs.proj_hidden_dim=16", "method_kwargs.proj_output_dim=8", *CPU_RUN,
+         "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
+         f"hydra.sweep.dir={tmp_path}/multirun", "method_kwargs.curvature=0.1,0.6"],
+    )  # fmt: skip
+    runs = sorted((tmp_path / "ck" / "hcl").glob("*/args.json"))
+    curvatures = sorted(json.loads(p.read_text())["method_kwargs"]["curvature"] for p in runs)
+    assert curvatures == [0.1, 0.6]
+    for args in runs:  # each job trained its two steps
+        (ckpt,) = args.parent.glob("*.ckpt")
+        assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 2
+    assert len(list((tmp_path / "multirun" / ".submitit").glob("*/*_log.out"))) == 2
+
+
+@needs_main
 @pytest.mark.parametrize("dataset", ["fashionmnist", "mnist"])
 def test_pretrain_command_runs_on_solo_main(tmp_path, request, dataset):
     from solo_hyper.run.train import pretrain

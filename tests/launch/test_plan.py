@@ -1,0 +1,69 @@
+"""Planning a cluster campaign (issue 49): ``reproduce TABLE --scale gpu --executor slurm
+--dry-run`` prints the jobs it would submit, their resources and an estimate of GPU-hours
+labelled as one, on a machine without the table's data (nothing is read, downloaded or
+submitted)."""
+
+from __future__ import annotations
+
+import pytest
+
+import solo_hyper.data as data
+import solo_hyper.launch.cluster as cluster
+import solo_hyper.launch.estimate as estimate
+from solo_hyper.cli.main import main
+from solo_hyper.run.train import prepare
+
+
+def test_a_gpu_table_is_planned_for_slurm_without_its_data(tmp_path, monkeypatch, capsys):
+    def no_data(*args, **kwargs):
+        raise AssertionError("a dry run must not look for data")
+
+    monkeypatch.setattr(data, "ensure_dataset", no_data)
+    monkeypatch.setattr("solo_hyper.run.train.ensure_dataset", no_data)
+    monkeypatch.setattr(cluster, "submit", no_data)
+    monkeypatch.setattr(estimate, "count_step", lambda prep: estimate.StepCount(8e9, True))
+    code = main(["reproduce", "hcl-table4", "--scale", "gpu", "--executor", "slurm", "--dry-run",
+                 "--out", str(tmp_path), "--cluster-set", "partition=gpu", "time_min=600"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "--executor slurm: 30 job(s) to submit as one job array" in out
+    assert "1 GPU(s), 8 CPU(s), 32 GB, 600 min time limit on partition gpu" in out
+    assert "nothing was submitted" in out
+    # 30 runs x 200 epochs x 97 steps x 512 images x 8 GFLOP / (312 TFLOP/s x utilisation)
+    hours = 30 * 200 * 97 * 512 * 8e9 / (312e12 * estimate.UTILISATION) / 3600
+    assert f"GPU-hours (an ESTIMATE, not a measurement): {hours:.1f} " in out
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_step_is_counted_from_the_recipe_and_scaled_to_its_steps():
+    prep = prepare("configs/pretrain/cifar10/hcl.yaml")
+    assert estimate.steps(prep.cfg, {"cifar10": 50000}) == 200 * (50000 // 512)
+    assert estimate.steps(prep.cfg, {}) is None  # a data set of unknown size is not guessed
+    count = estimate.count_step(prepare("configs/pretrain/cifar10/hcl.yaml",
+                                        ["backbone.name=resnet18", "optimizer.batch_size=8"]))
+    # ResNet-18 on 32 x 32 crops (CIFAR stem): 0.56 GMAC forward per image, a backward about
+    # twice that: two crops' forward and backward are 6.7 GFLOP, the heads and loss a little more
+    assert count.whole_step and 6.5e9 < count.flops_per_image < 9.5e9
+
+
+@pytest.mark.parametrize("precision, bits", [("16-mixed", "16"), ("bf16-mixed", "16"), (32, "32")])
+def test_the_rate_follows_the_runs_precision(precision, bits):
+    assert estimate.precision_bits({"precision": precision}) == bits
+
+
+def test_a_robust_tables_jobs_wait_for_their_twin_and_their_base_run(tmp_path):
+    """HCL Table 3 as jobs: HCL after SimCLR and RHCL after RoCL (their diagnostics attack from
+    the Euclidean twin), RHCL+AT, which fine-tunes RHCL's run, after RHCL; each job trains,
+    evaluates and robust-evaluates; planned without data."""
+    from solo_hyper.reproduce import campaign, jobs
+
+    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), machine=False)
+    planned = {j.name: j for j in jobs.cell_jobs(cells, None, "auto", campaign.done)}
+    assert planned["fashionmnist-hcl-t3-s0"].after == ("fashionmnist-simclr-t3-s0",)
+    assert planned["fashionmnist-rhcl-t3-s0"].after == ("fashionmnist-rocl-t3-s0",)
+    assert set(planned["fashionmnist-rhcl-t3-s0-finetune"].after) == {
+        "fashionmnist-rhcl-t3-s0", "fashionmnist-rocl-t3-s0"}
+    assert planned["fashionmnist-rocl-t3-s0"].after == ()
+    assert all(len(j.steps) == 2 for j in planned.values())  # evaluation, robust evaluation
+    fine = planned["fashionmnist-rhcl-t3-s0-finetune"]
+    assert fine.run_dir == planned["fashionmnist-rhcl-t3-s0"].run_dir and fine.steps[1].keywords["finetune"]
