@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from solo_hyper.version import __version__
 
 
 def register_methods() -> None:

@@ -63,18 +63,16 @@ def _from_run(path: Path) -> Pretrained:
 
 
 def _from_export(folder: Path) -> Pretrained:
-    from solo_hyper.config import crop_counts, crop_entries, small_images
     from solo_hyper.data import DATASETS
-    from solo_hyper.solo import adapter
+    from solo_hyper.run.checkpoints import build_model
 
     info = json.loads((folder / "model.json").read_text())
     cfg = info.get("config")
     if cfg is None:
         raise ConfigError(f"{folder}/model.json has no 'config' (an export of an earlier version): "
                           "export the run again")  # fmt: skip
-    crops = crop_entries(cfg)
     num_classes = DATASETS[cfg["data"]["dataset"]].num_classes or 10  # the classifier is not used
-    model = adapter.build_method(cfg, num_classes, small_images(crops), crop_counts(crops))
+    model = build_model(cfg, num_classes)
     backbone = torch.load(folder / info["files"]["backbone"], map_location="cpu", weights_only=True)
     missing, unexpected = backbone_of(model).load_state_dict(backbone, strict=False)
     if unexpected or any(not k.startswith("fc.") for k in missing):

@@ -134,3 +134,39 @@ def test_load_pretrained_gives_the_backbone_and_head_on_its_space(tmp_path, sour
         torch.testing.assert_close(z, model.projector(feats))
     assert float(z.norm(dim=1).max()) < 0.3**-0.5  # inside the ball of curvature -0.3
     assert loaded.input["crop_size"] == 28
+
+
+def test_load_pretrained_works_in_a_fresh_interpreter(tmp_path):
+    """``solo_hyper.load_pretrained`` registers what it builds: a process that imports nothing
+    else loads an export, a run directory and a .ckpt, each giving the run's own points."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    model, run = saved_run(tmp_path, "small_cnn", curvature=0.3)
+    export = tmp_path / "exported"
+    assert main(["export", "--checkpoint", str(run), "--out", str(export)]) == 0
+    x = torch.rand(4, 3, 28, 28, generator=torch.Generator().manual_seed(2))
+    torch.save(x, tmp_path / "x.pt")
+    code = (
+        "import sys, torch, solo_hyper\n"
+        "m = solo_hyper.load_pretrained(sys.argv[1])\n"
+        "with torch.no_grad():\n"
+        "    torch.save(m.head(m.backbone(torch.load(sys.argv[2]))), sys.argv[3])\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    sources = {"export": export, "run": run, "ckpt": run / "last.ckpt"}
+    procs = {
+        name: subprocess.Popen([sys.executable, "-c", code, str(path), str(tmp_path / "x.pt"),
+                                str(tmp_path / f"{name}.pt")], env=env, cwd=tmp_path,
+                               stderr=subprocess.PIPE, text=True)
+        for name, path in sources.items()
+    }  # fmt: skip
+    errors = {name: proc.communicate(timeout=300)[1] for name, proc in procs.items()}
+    with torch.no_grad():
+        expected = model.projector(model.encoder(x))
+    for name, proc in procs.items():
+        assert proc.returncode == 0, f"{name}: {errors[name][-2000:]}"
+        torch.testing.assert_close(torch.load(tmp_path / f"{name}.pt"), expected)

@@ -57,7 +57,8 @@ def _compare(args: argparse.Namespace) -> None:
         linear_epochs=args.linear_epochs, linear_config_path=args.linear_config,
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
         seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
-        controls=not args.no_controls, launch=launcher(launch_options(args), args.out, _stderr),
+        controls=not args.no_controls, eval_budget=args.eval_budget,
+        launch=launcher(launch_options(args), args.out, _stderr),
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -96,9 +97,10 @@ def _sweep(args: argparse.Namespace) -> None:
     from solo_hyper.launch.dispatch import launcher
 
     rows = sweep(
-        args.target, args.config, args.out, args.values, args.epochs, args.overrides,
+        args.target, args.configs, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
-        controls=not args.no_controls, launch=launcher(launch_options(args), args.out, _stderr),
+        controls=not args.no_controls, eval_budget=args.eval_budget,
+        launch=launcher(launch_options(args), args.out, _stderr),
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
     stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
@@ -284,6 +286,13 @@ def _evaluation_args(p: argparse.ArgumentParser) -> None:
         "--no-controls", action="store_true",
         help="no controls (each run's untrained backbone and the raw pixels, evaluated alike)",
     )  # fmt: skip
+    p.add_argument(
+        "--eval-budget", choices=("full", "smoke"), default="full",
+        help="the evaluation sets of every run and control: full (default: the dataset's "
+        "training and test splits, the only budget of a table of record) or smoke (fixed "
+        "subsets of 2,000 training and 1,000 test images, named in the table: a quick check "
+        "that the pipeline runs)",
+    )  # fmt: skip
 
 
 def _eval_dataset_arg(p: argparse.ArgumentParser) -> None:
@@ -321,12 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(<name>-<config hash>) instead of refusing",
     )  # fmt: skip
     p.add_argument(
-        "overrides", nargs="*", help="dotted.key=value overrides (also spelt --set key=value ...)"
-    )
+        "overrides", nargs="*", help="dotted.key=value overrides (also spelt --set key=value ...), "
+        "e.g. seed=0 (default seed: the config's, 5 unless it sets one)",
+    )  # fmt: skip
     p.set_defaults(func=_pretrain)
 
     p = sub.add_parser("compare", help="train several configs and tabulate them side by side")
-    p.add_argument("--configs", nargs="+", required=True)
+    p.add_argument("--configs", nargs="+", required=True, help="pretraining configs (YAML)")
     p.add_argument("--epochs", type=int, default=None,
                    help="every run's max_epochs (default: each config's own)")  # fmt: skip
     p.add_argument("--out", default="results/compare",
@@ -337,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seeds", nargs="+", default=None, metavar="SEED",
         help="train every config once per seed (runs <folder>-<stem>-s<seed>) and report "
-        "mean ± std and paired differences with 95%% t-intervals",
+        "mean ± std and paired differences with 95%% t-intervals (default: one run per config "
+        "with the config's own seed, 5 unless it sets one)",
     )  # fmt: skip
     p.add_argument(
         "--pairs", nargs="+", default=None, metavar="A:B",
@@ -387,7 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
         "target", help="a preset (curvature, normalize, lambda2, rho, batch_size, temperature) "
         "or a dotted config key",
     )  # fmt: skip
-    p.add_argument("--config", nargs="+", required=True, help="one or more pretraining configs")
+    p.add_argument("--configs", nargs="+", required=True,
+                   help="one or more pretraining configs (each run with its config's seed, 5 "
+                   "unless it sets one; --set seed=N for another)")  # fmt: skip
     p.add_argument("--values", nargs="+", default=None, help="values (YAML); default: the preset's")
     p.add_argument("--epochs", type=int, default=None,
                    help="every run's max_epochs (default: each config's own)")  # fmt: skip
@@ -548,6 +561,17 @@ def main(argv: list[str] | None = None) -> int:
             return err.exit_code
 
 
+def check_configs_first(args: argparse.Namespace) -> None:
+    """The pretraining configs a command names, keys and types, checked before solo-learn and
+    Lightning load (seconds instead of about ten): a misspelt key is reported at once."""
+    from solo_hyper.config.trainer_keys import check_pretrain_config
+
+    paths = {"pretrain": [getattr(args, "config", None)], "compare": getattr(args, "configs", None),
+             "sweep": getattr(args, "configs", None)}.get(args.command) or []  # fmt: skip
+    for path in paths:
+        check_pretrain_config(path, args.overrides)
+
+
 def _main(argv: list[str]) -> int:
     from solo_hyper.cli.quiet import filtered_warnings, quiet_run
 
@@ -566,21 +590,27 @@ def _main(argv: list[str]) -> int:
     if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
         argv = overrides_last(argv, own_options(parser, argv[0]))
     args = parser.parse_args(argv)
+    from solo_hyper.config import ConfigError
+
+    try:
+        if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
+            from solo_hyper.cli.solo_flags import to_overrides
+
+            args.overrides = [*args.overrides, *to_overrides(solo_flags)]
+        check_configs_first(args)
+    except ConfigError as err:
+        print(f"solo-hyper: error: {err}", file=sys.stderr)
+        return 2
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
         # time (about 14 lines a user can do nothing about): load them once, filtered
         with filtered_warnings(verbose):
             import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
-    from solo_hyper.config import ConfigError
     from solo_hyper.data import DatasetNotFoundError
     from solo_hyper.launch.failures import RunsFailed
 
     try:
         with quiet_run(verbose):
-            if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
-                from solo_hyper.cli.solo_flags import to_overrides
-
-                args.overrides = [*args.overrides, *to_overrides(solo_flags)]
             args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)

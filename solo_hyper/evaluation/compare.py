@@ -26,7 +26,7 @@ from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES, ensure_dataset
 from solo_hyper.evaluation import plots
 from solo_hyper.evaluation.features import check_eval_dataset, run_data_config
-from solo_hyper.evaluation.protocol import evaluate_run, linear_config
+from solo_hyper.evaluation.protocol import budget_words, evaluate_run, linear_config
 from solo_hyper.evaluation.seeds import (
     check_labels,
     paired_rows,
@@ -72,7 +72,7 @@ COLUMN_NOTES = {
     "a bank of augmented training crops instead)",
     "knn_coarse_top1": "coarse = neighbours vote with coarse labels",
     "relative_delta": "delta_rel = 2 delta / diam of {delta_points} test {delta_space} outputs, "
-    "with {delta_distances}",
+    "with {delta_distances}: {delta_meaning}",
     "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
     "(protocol in results.csv)",
     "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
@@ -138,7 +138,7 @@ def notes(rows: list[dict], columns=COLUMNS) -> str:
     with the split sizes, probe and distances the rows' evaluations recorded."""
     import inspect
 
-    from solo_hyper.evaluation.knn_probe import DEFAULT_K, evaluate_knn
+    from solo_hyper.evaluation.knn_probe import DEFAULT_K, RELATIVE_DELTA_WORDS, evaluate_knn
 
     shown = {k for k, _ in columns if any(r.get(k) is not None for r in rows)}
     temperature = inspect.signature(evaluate_knn).parameters["temperature"].default
@@ -147,6 +147,7 @@ def notes(rows: list[dict], columns=COLUMNS) -> str:
         "linear_sizes": described(by_value(rows, sizes("linear_train_images", "linear_test_images")), size_words),
         "knn_sizes": described(by_value(rows, sizes("eval_train_images", "eval_test_images")), knn_size_words),
         "knn_k": DEFAULT_K,
+        "delta_meaning": RELATIVE_DELTA_WORDS,
         "knn_temperature": temperature,
         "delta_points": described(by_value(rows, lambda r: r.get("relative_delta_points")), str),
         "delta_space": described(by_value(rows, lambda r: r.get("relative_delta_space")), str),
@@ -156,6 +157,9 @@ def notes(rows: list[dict], columns=COLUMNS) -> str:
         ),
     }  # fmt: skip
     texts = [text.format(**fill) for key, text in COLUMN_NOTES.items() if key in shown]
+    budgets = by_value(rows, lambda r: r.get("eval_budget"))
+    if budgets:
+        texts.insert(0, "evaluation budget " + described(budgets, lambda b: f"{b}: {budget_words(b)}"))
     transfers = sorted({(r["dataset"], r["eval_dataset"]) for r in rows
                         if r.get("eval_dataset") not in (None, r.get("dataset"))})  # fmt: skip
     if transfers:
@@ -166,6 +170,17 @@ def notes(rows: list[dict], columns=COLUMNS) -> str:
             "eval_knn_transfer_acc)"
         )
     return "; ".join(texts) + "."
+
+
+def smoke_banner(rows: list[dict]) -> str:
+    """The line above a table evaluated on a smoke budget: what it read, and that it is no
+    measurement (empty for the full splits)."""
+    smoke = sorted({r["eval_budget"] for r in rows if r.get("eval_budget") not in (None, "full")})
+    if not smoke:
+        return ""
+    return "\n".join(f"**Evaluation budget {b}** (`--eval-budget {b}`): the probe and the kNN read "
+                     f"{budget_words(b)}, not the full splits: a check that the pipeline runs, not "
+                     "a table of record.\n" for b in smoke) + "\n"
 
 
 def run_name(config_path: str) -> str:
@@ -205,40 +220,39 @@ def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
 
 def check_linear(
     preps: list[Prepared], linear_epochs: int | None, linear_config_path: str | None,
-    eval_dataset: str | None = None,
+    eval_dataset: str | None = None, budget: str = "full",
 ) -> None:  # fmt: skip
-    """Every linear-evaluation config (and the transfer target's data) is checked before the
-    first run trains."""
+    """Every linear-evaluation config (and the transfer target's data, and the evaluation
+    budget) is checked before the first run trains."""
     if linear_epochs is not None and (not isinstance(linear_epochs, int) or linear_epochs < 1):
         raise ConfigError(f"--linear-epochs must be an integer >= 1, got {linear_epochs!r}")
     check_eval_dataset(eval_dataset)  # first: its linear config is read by the target's name
     for prep in preps:
-        linear_config(eval_dataset or prep.cfg["data"]["dataset"], linear_config_path, linear_epochs)
+        linear_config(eval_dataset or prep.cfg["data"]["dataset"], linear_config_path, linear_epochs,
+                      budget)  # fmt: skip
     if eval_dataset is not None:
         ensure_dataset(run_data_config(preps[0].cfg, {"dataset": eval_dataset}) if preps else {})
 
 
 def evaluate_rows(
-    rows: list[dict], linear_epochs=None, linear_config_path=None, plots_dir: Path | None = None,
-    device: str = "auto", quiet: bool = True, pairs: list[tuple[str, str]] = (),
-    eval_dataset: str | None = None,
-    phases: Phases | None = None,
+    rows: list[dict], linear_epochs=None, linear_config_path=None, disk: bool = False,
+    device: str = "auto", quiet: bool = True, eval_dataset: str | None = None,
+    phases: Phases | None = None, budget: str = "full",
 ) -> list[dict]:  # fmt: skip
-    """Adds the protocol's numbers to every pretraining result (and draws the figures);
-    ``eval_dataset``: the transfer protocol (``protocol.evaluate_run``). Each evaluation phase
-    prints a timed line on stderr, ``quiet`` or not (``quiet``: no bars)."""
+    """Adds the protocol's numbers to every pretraining result (``disk``: with the 2-D map for
+    disk.png); ``eval_dataset``: the transfer protocol, ``budget``: the evaluation sets
+    (``protocol.evaluate_run``). Each evaluation phase prints a timed line on stderr, ``quiet``
+    or not (``quiet``: no bars)."""
     out = []
     for i, row in enumerate(rows, 1):
         if phases is not None:
             phases(i, row_label(row), row.get("seed"), "evaluating")
-        ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, plots_dir is not None,
-                          device, quiet, eval_dataset, phase_lines=True)  # fmt: skip
+        ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, disk, device, quiet,
+                          eval_dataset, phase_lines=True, budget=budget)  # fmt: skip
         delta = ev["knn"]["hierarchy"][ev["relative_delta_space"]]  # what delta_rel measured
         out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")},
                     "relative_delta_distance": delta["distance"],
                     "relative_delta_points": delta["num_points"]})  # fmt: skip
-    if plots_dir is not None:
-        draw(out, plots_dir, pairs)
     return out
 
 
@@ -252,15 +266,18 @@ def curves(rows: list[dict], out: Path):
     return plots.training_curves(groups, out / "curves.png", knn_scale)
 
 
-def draw(rows: list[dict], out: Path, pairs: list[tuple[str, str]] = ()) -> list[Path]:
+def draw(
+    rows: list[dict], out: Path, pairs: list[tuple[str, str]] = (), controls: list[dict] = ()
+) -> list[Path]:
     """curves.png (per-step training curves, a band per config over its seeds), comparison.png
-    (final offline metrics, paired differences) and disk.png (the first seed of each config);
-    figures.json lists every figure's panels and the series drawn in each."""
+    (final offline metrics beside the ``controls``' rows, paired differences) and disk.png (the
+    first seed of each config); figures.json lists every figure's panels and the series drawn
+    in each."""
     figures = {
         "curves.png": curves(rows, out),
         "comparison.png": plots.comparison_figure(
             [{**r, "config": r.get("config") or r["name"]} for r in rows],
-            paired_rows(rows, list(pairs)) if pairs else [], out / "comparison.png",
+            paired_rows(rows, list(pairs)) if pairs else [], out / "comparison.png", list(controls),
         ),
     }
     first_seed = rows[0].get("seed") if rows else None  # one run per config keeps them legible
@@ -324,43 +341,46 @@ def compare(
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
     seeds=None, pairs: list[str] | None = None, eval_dataset: str | None = None,
-    controls: bool = True, launch: Launcher | None = None,
+    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
 ) -> list[dict]:  # fmt: skip
     """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
-    run with the same protocol, and beside them (``controls``) each run's untrained backbone and
-    the raw pixels, and writes the tables (and figures); returns one row per run. ``launch``:
-    trains and evaluates the runs as parallel jobs first (``--jobs``, ``--executor``); the loop
-    below then reuses them, and evaluates the controls in this process."""
+    run with the same protocol (on ``eval_budget``'s sets, ``protocol.EVAL_BUDGETS``), and
+    beside them (``controls``) each run's untrained backbone and the raw pixels, and writes the
+    tables (and figures); returns one row per run. ``launch``: trains and evaluates the runs as
+    parallel jobs first (``--jobs``, ``--executor``); the loop below then reuses them, and
+    evaluates the controls in this process."""
     out = Path(out_dir)
     todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
     preps = [prep for _, prep in todo.runs]
     for prep in preps:
         check_environment(prep.cfg)
     if evaluate:
-        check_linear(preps, linear_epochs, linear_config_path, eval_dataset)
+        check_linear(preps, linear_epochs, linear_config_path, eval_dataset, eval_budget)
     if launch is not None:
         launch(preps, dict(linear_epochs=linear_epochs, linear_config_path=linear_config_path,
-                           disk=plots_enabled, device=device, eval_dataset=eval_dataset)
-               if evaluate else None)  # fmt: skip
+                           disk=plots_enabled, device=device, eval_dataset=eval_dataset,
+                           budget=eval_budget) if evaluate else None)  # fmt: skip
     rows = []
     phases = Phases("compare", len(todo.runs))
     for i, (label, prep) in enumerate(todo.runs, 1):
         phases(i, label, int(prep.cfg["seed"]), "pretraining")
         row = train_or_reuse(prep, quiet)
         rows.append({**row, "config": label, "seed": int(prep.cfg["seed"])})
+    extra, control_rows = "", []
     if evaluate:
-        rows = evaluate_rows(
-            rows, linear_epochs, linear_config_path, out if plots_enabled else None, device,
-            pairs=todo.pairs, eval_dataset=eval_dataset, phases=phases,
-        )
+        rows = evaluate_rows(rows, linear_epochs, linear_config_path, plots_enabled, device,
+                             eval_dataset=eval_dataset, phases=phases, budget=eval_budget)  # fmt: skip
+        if controls:  # on the evaluated dataset (the target under transfer)
+            extra, control_rows = with_controls(
+                rows, preps, out, linear_epochs, linear_config_path, device, quiet,
+                eval_dataset=eval_dataset, budget=eval_budget,
+            )  # fmt: skip
+        if plots_enabled:
+            draw(rows, out, todo.pairs, control_rows)
     elif plots_enabled:  # the training curves need no evaluation
         drawn = curves(rows, out)
         if drawn is not None:
             write_json_atomic(out / "figures.json", {"curves.png": {"panels": drawn[1]}})
-    extra = ""
-    if evaluate and controls:  # on the evaluated dataset (the target under transfer)
-        extra = with_controls(rows, preps, out, linear_epochs, linear_config_path, device, quiet,
-                              eval_dataset=eval_dataset)  # fmt: skip
     if todo.seeds is None:
         write_tables(rows, out, extra=extra)
     else:
@@ -371,19 +391,20 @@ def compare(
 def with_controls(
     rows: list[dict], preps: list[Prepared], out: Path, linear_epochs: int | None,
     linear_config_path: str | None, device: str, quiet: bool, label=None,
-    eval_dataset: str | None = None,
-) -> str:  # fmt: skip
+    eval_dataset: str | None = None, budget: str = "full",
+) -> tuple[str, list[dict]]:  # fmt: skip
     """Evaluates the controls of ``rows`` (one prepared run each, same order; on
-    ``eval_dataset`` under transfer, as the rows were), records each run's untrained numbers in
-    its row and returns the controls' markdown section."""
+    ``eval_dataset`` under transfer and on ``budget``'s sets, as the rows were), records each
+    run's untrained numbers in its row; returns the controls' markdown section and their rows
+    for comparison.png (one per distinct control)."""
     from solo_hyper.evaluation import controls
 
     untrained, pixels = controls.controls_for(preps, out, linear_epochs, linear_config_path,
-                                              device, quiet, eval_dataset)  # fmt: skip
+                                              device, quiet, eval_dataset, budget)  # fmt: skip
     for row, control in zip(rows, untrained, strict=True):
         row.update({f"untrained_{k}": control.get(k) for k, _ in controls.GAIN_METRICS})
         row["untrained_run"] = Path(control["run_dir"]).name
-    return controls.controls_markdown(rows, untrained, pixels, label)
+    return controls.controls_markdown(rows, untrained, pixels, label), controls.figure_rows(untrained, pixels)
 
 
 def format_cell(key: str, value) -> str:
@@ -416,7 +437,8 @@ def markdown_table(rows: list[dict], columns=COLUMNS) -> str:
 def csv_keys(rows: list[dict], columns=COLUMNS) -> list[str]:
     keys = [k for k, _ in columns]
     keys += [k for k in ("linear_protocol", "linear_c", "linear_train_images", "linear_test_images",
-                         "eval_train_images", "eval_test_images", "relative_delta_distance")
+                         "eval_budget", "eval_train_images", "eval_test_images",
+                         "relative_delta_distance")
              if any(k in r for r in rows)]  # fmt: skip
     if any("robust_protocol" in r for r in rows):
         keys.append("robust_protocol")
@@ -444,7 +466,7 @@ def write_tables(
     """STEM.md (the table, ``extra`` such as the controls, the legend) and STEM.csv."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
-        markdown_table(rows, columns) + "\n\n" + (extra + "\n\n" if extra else "")
+        smoke_banner(rows) + markdown_table(rows, columns) + "\n\n" + (extra + "\n\n" if extra else "")
         + notes(rows, columns) + "\n\n" + machine_note() + "\n"
     )
     keys = csv_keys(rows, columns)
@@ -486,7 +508,8 @@ def write_seed_tables(
     pairs.csv."""
     out.mkdir(parents=True, exist_ok=True)
     legend = notes(rows, RUN_COLUMNS)
-    text = seed_markdown(rows, pairs, extra) + "\n\n" + legend + "\n\n" + machine_note() + "\n"
+    text = (smoke_banner(rows) + seed_markdown(rows, pairs, extra) + "\n\n" + legend + "\n\n"
+            + machine_note() + "\n")  # fmt: skip
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])

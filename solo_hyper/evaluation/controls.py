@@ -6,9 +6,11 @@ and (b) the raw input (the evaluation view's pixels, flattened: the ``pixels`` b
 control is written as a checkpoint in a run-like directory and evaluated by the very function
 that evaluates runs (``protocol.evaluate_run``: the same features, probe, kNN, splits), so a
 difference between a run and its control is the pretraining's. Controls are cached like runs:
-``OUT/controls/<kind>-<dataset>-<backbone>-s<seed>-<hash>/``, the hash over the network's initial
-weights and the evaluation's data settings, so runs whose untrained backbones are equal share one
-(SimCLR and HCL of one seed), and a finished comparison re-evaluates nothing.
+``OUT/controls/untrained-<dataset>-<backbone>-s<seed>-<hash>/`` and
+``OUT/controls/pixels-<dataset>-<hash>/`` (the raw pixels have no weights: one for every seed),
+the hash over the network's initial weights and the evaluation's data settings, so runs whose
+untrained backbones are equal share one (SimCLR and HCL of one seed); each evaluation budget is
+cached apart inside (``protocol.evaluate_run``), and a finished comparison re-evaluates nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -28,8 +31,10 @@ from solo_hyper.run.identity import save_torch_atomic
 from solo_hyper.run.train import Prepared, initial_model, prepare
 
 UNTRAINED, PIXELS = "untrained", "pixels"
+PIXELS_SEED = 0  # the raw pixels' config seed, whatever the runs': it draws a smoke budget's subsets
 TITLES = {UNTRAINED: "untrained backbone", PIXELS: "raw pixels"}
 GAIN_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
+FIGURE_METRICS = ("linear_acc1", "knn_top1", "knn_coarse_top1")  # a control's numbers in a figure
 # what the evaluation of a control depends on besides the weights (run_data_config drops subsets)
 EVAL_KEYS = ("data", "augmentations")
 
@@ -83,7 +88,7 @@ def _control_model(prep: Prepared, kind: str, eval_dataset: str | None = None):
     if kind == UNTRAINED:
         model = initial_model(prep)[0]
         return model, prep.cfg
-    cfg = pixels_config(prep.cfg, eval_dataset)
+    cfg = {**pixels_config(prep.cfg, eval_dataset), "seed": PIXELS_SEED}
     pixels = prepare(None, base=cfg)
     model = initial_model(pixels)[0]
     return model, pixels.cfg
@@ -96,9 +101,9 @@ def write_control(prep: Prepared, kind: str, root: Path, eval_dataset: str | Non
         raise ValueError(f"control kind must be one of {sorted(TITLES)}, got {kind!r}")
     model, cfg = _control_model(prep, kind, eval_dataset)
     state = model.state_dict()
-    slug = "pixels" if kind == PIXELS else "untrained"
-    name = (f"{slug}-{cfg['data']['dataset']}-{prep.cfg['backbone']['name']}-s{cfg['seed']}-"
-            f"{_digest(state, cfg)}")  # fmt: skip
+    where = ("pixels", cfg["data"]["dataset"]) if kind == PIXELS else (
+        "untrained", cfg["data"]["dataset"], prep.cfg["backbone"]["name"], f"s{cfg['seed']}")
+    name = "-".join([*where, _digest(state, cfg)])
     run_dir = Path(root) / "controls" / name
     if not (run_dir / LAST).is_file():
         cfg = {**copy.deepcopy(cfg), "name": name}
@@ -110,30 +115,59 @@ def write_control(prep: Prepared, kind: str, root: Path, eval_dataset: str | Non
 def evaluate_control(
     prep: Prepared, kind: str, root: Path, linear_epochs: int | None = None,
     linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
-    eval_dataset: str | None = None,
+    eval_dataset: str | None = None, budget: str = "full", count: str = "",
+    run_dir: Path | None = None,
 ) -> dict:  # fmt: skip
     """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json, or in
-    eval-<dataset>.json under the transfer protocol: ``eval_dataset`` as for a run)."""
-    run_dir = write_control(prep, kind, root, eval_dataset)
+    eval-<dataset>.json under the transfer protocol: ``eval_dataset`` as for a run; a smoke
+    ``budget`` apart), announced by a line on stderr (``count``: its place, e.g. " 1/2");
+    ``run_dir``: the control's directory when ``write_control`` wrote it already."""
+    run_dir = run_dir or write_control(prep, kind, root, eval_dataset)
+    seed = f", seed {prep.cfg['seed']}" if kind == UNTRAINED else ""
+    what = (f"{prep.cfg['backbone']['name']} at initialisation" if kind == UNTRAINED
+            else "the evaluation view's pixels")  # fmt: skip
+    print(f"[controls{count}] {TITLES[kind]}: {what} ({eval_dataset or prep.cfg['data']['dataset']}"
+          f"{seed}, {budget} evaluation) -> {run_dir}", file=sys.stderr, flush=True)  # fmt: skip
     ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet,
-                      eval_dataset=eval_dataset)  # fmt: skip
+                      eval_dataset=eval_dataset, phase_lines=True, budget=budget)  # fmt: skip
     note = {"note": pixels_note(prep.cfg, eval_dataset)} if kind == PIXELS else {}
     return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]), **note,
-            **{k: ev.get(k) for k, _ in GAIN_METRICS}}  # fmt: skip
+            "eval_budget": budget, **{k: ev.get(k) for k in FIGURE_METRICS}}  # fmt: skip
 
 
 def controls_for(
     preps: list[Prepared], root: Path, linear_epochs: int | None = None,
     linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
-    eval_dataset: str | None = None,
+    eval_dataset: str | None = None, budget: str = "full",
 ) -> tuple[list[dict], dict | None]:
     """(each run's untrained control, in the order of ``preps``; the raw-pixel control of the
-    first run's dataset and seed), evaluated on ``eval_dataset`` when given (transfer)."""
-    untrained = [evaluate_control(p, UNTRAINED, root, linear_epochs, linear_config_path, device,
-                                  quiet, eval_dataset) for p in preps]  # fmt: skip
+    runs' dataset), evaluated on ``eval_dataset`` when given (transfer): each distinct control
+    once (runs whose untrained networks are equal share one; the raw pixels once, whatever the
+    seeds), each announced by a line on stderr."""
+    dirs = [write_control(p, UNTRAINED, root, eval_dataset) for p in preps]
+    firsts: dict[Path, Prepared] = {}
+    for d, p in zip(dirs, preps):
+        firsts.setdefault(d, p)  # the first run of each
+    total = len(firsts) + bool(preps)
+    evaluated = {
+        d: evaluate_control(p, UNTRAINED, root, linear_epochs, linear_config_path, device, quiet,
+                            eval_dataset, budget, f" {i}/{total}", run_dir=d)
+        for i, (d, p) in enumerate(firsts.items(), 1)
+    }  # fmt: skip
+    untrained = [{**evaluated[d], "seed": int(p.cfg["seed"])} for d, p in zip(dirs, preps)]
     pixels = (evaluate_control(preps[0], PIXELS, root, linear_epochs, linear_config_path, device,
-                               quiet, eval_dataset) if preps else None)  # fmt: skip
+                               quiet, eval_dataset, budget, f" {total}/{total}")
+              if preps else None)  # fmt: skip
     return untrained, pixels
+
+
+def figure_rows(untrained: list[dict], pixels: dict | None) -> list[dict]:
+    """The controls as comparison.png draws them: one row per distinct untrained network (its
+    seed's point) and the raw pixels, labelled ``control: <title>``."""
+    distinct = list({c["run_dir"]: c for c in untrained}.values())
+    return [{**{k: c.get(k) for k in FIGURE_METRICS}, "seed": c["seed"], "control": c["control"],
+             "config": f"control: {TITLES[c['control']]}"}
+            for c in [*distinct, *([pixels] if pixels else [])]]  # fmt: skip
 
 
 def default_label(row: dict) -> str:

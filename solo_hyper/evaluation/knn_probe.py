@@ -39,6 +39,12 @@ from solo_hyper.run.checkpoints import load_pretrained
 from solo_hyper.run.identity import write_json_atomic, write_text_atomic
 
 DEFAULT_KS = (10, 20, 50, 100)
+# what delta_rel says, printed under every table that shows it
+RELATIVE_DELTA_WORDS = (
+    "Gromov's four-point delta relative to the diameter, in [0, 1], 0 for a tree-like metric "
+    "(lower: more hyperbolic, the property HCL's embeddings are meant to have); it describes "
+    "each run's own distances, so it ranks runs only where those are alike"
+)
 DEFAULT_K = 20
 SPACES = {"backbone": "feats", "projector": "z"}
 
@@ -199,13 +205,14 @@ def markdown(result: dict) -> str:
         lines.append(f"| {space} | {distance} | {fine} | {coarse} |")
     lines += ["", "| space | distance | delta | diameter | relative delta | points | mean norm per class |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
+    tail = ["", f"relative delta (delta_rel) = 2 delta / diameter: {RELATIVE_DELTA_WORDS}."]
     for space, h in result["hierarchy"].items():
         norms = ", ".join("-" if n is None else f"{n:.3g}" for n in h["class_mean_norm"])
         lines.append(
             f"| {space} | {h['distance']} | {h['delta']:.4g} | {h['diameter']:.4g} | "
             f"{h['relative_delta']:.3f} | {h['num_points']} | {norms} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + tail) + "\n"
 
 
 def knn_eval(

@@ -12,6 +12,8 @@ import csv
 import re
 from pathlib import Path
 
+import yaml
+
 
 def _version_key(path: Path) -> int:
     match = re.search(r"version_(\d+)$", path.parent.name)
@@ -72,6 +74,17 @@ def step_loss_keys(rows: list[dict[str, float]]) -> list[str]:
     losses = sorted(k for k in keys if k.startswith("train_") and "loss" in k)
     per_step = [k for k in losses if k.endswith("_step")]
     return per_step or [k for k in losses if k.endswith("_epoch")]
+
+
+def run_objective(run_dir: str | Path) -> str | None:
+    """What a run's training loss is, from its config.yaml: the method and, where it declares
+    one, its geometry ("hcl, poincare"); None without a config (the loss is then not named)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    cfg = yaml.safe_load(path.read_text()) or {}
+    geometry = (cfg.get("method_kwargs") or {}).get("geometry")
+    return ", ".join(str(x) for x in (cfg.get("method"), geometry) if x is not None) or None
 
 
 def series(metrics: dict[int, dict[str, float]], key: str) -> tuple[list[int], list[float]]:

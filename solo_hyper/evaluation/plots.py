@@ -4,7 +4,8 @@
   (a bank of augmented training crops) from the runs' CSV logs, mean line and seed band per
   method;
 - ``comparison_figure``: the final offline metrics (un-augmented train/test splits), seed points and
-  mean per method, and the paired differences with their 95% intervals;
+  mean per method beside the controls (untrained backbones, raw pixels) on an axis of at least
+  ``MIN_SPAN`` points, and the paired differences with their 95% intervals;
 - ``poincare_disk``: 2-D disk maps of test embeddings (``disk_map.fit_disk``), coloured by class
   and marked by coarse class;
 - ``sweep_plot``: a metric against the swept value, one line per config.
@@ -20,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from solo_hyper.evaluation.logs import step_loss_keys, step_rows, step_series  # noqa: E402
+from solo_hyper.evaluation.logs import run_objective, step_loss_keys, step_rows, step_series  # noqa: E402
 
 MARKERS = "os^Dv<>pPX*h"
 
@@ -42,6 +43,7 @@ OFFLINE_METRICS = [
     ("knn_coarse_top1", "offline kNN coarse top-1 (%)\nun-augmented train/test splits"),
 ]
 LOSS_TITLES = {"train_class_loss": "online linear probe loss (train)"}
+SHARED_LOSSES = ("train_class_loss",)  # one objective whatever the method: one panel
 
 
 def _mean_band(curves: list[tuple[list[int], list[float]]]):
@@ -66,17 +68,32 @@ def training_curves(
     kNN: one mean line and seed band per method (``groups``: label -> its seeds' run folders).
     Returns the path and {panel title: [labels of the series drawn]}; None when nothing logged."""
     logs = {label: [step_rows(d) for d in dirs] for label, dirs in groups.items()}
-    panels = [(k, LOSS_TITLES.get(k.removesuffix("_step").removesuffix("_epoch"),
-                                  k.removesuffix("_step").removesuffix("_epoch").replace("_", " ")), 1.0)
-              for k in sorted({k for runs in logs.values() for r in runs for k in step_loss_keys(r)})]  # fmt: skip
-    panels += [("val_acc1", "online linear top-1 (%)", 1.0), ("val_knn_acc1", ONLINE_KNN, knn_scale)]
+    objectives = {label: {run_objective(d) for d in dirs} for label, dirs in groups.items()}
+    panels = []  # (key, title, scale, the labels it draws: None for every one)
+    for k in sorted({k for runs in logs.values() for r in runs for k in step_loss_keys(r)}):
+        base = k.removesuffix("_step").removesuffix("_epoch")
+        title = LOSS_TITLES.get(base, base.replace("_", " "))
+        owners = [label for label, runs in logs.items() if any(k in row for r in runs for row in r)]
+        kinds = sorted({o for label in owners for o in objectives[label]}, key=str)
+        if base in SHARED_LOSSES or len(kinds) <= 1:
+            panels.append((k, title, 1.0, None))
+            continue
+        # the methods' own losses (SimCLR's cosine InfoNCE, HCL's Poincare one) share a name,
+        # not a scale: one panel per loss, never two on one axis
+        panels += [(k, f"{title}: {kind or 'loss not recorded'}", 1.0,
+                    {lb for lb in owners if kind in objectives[lb]})
+                   for kind in kinds]  # fmt: skip
+    panels += [("val_acc1", "online linear top-1 (%)", 1.0, None),
+               ("val_knn_acc1", ONLINE_KNN, knn_scale, None)]  # fmt: skip
     drawn: dict[str, list[str]] = {}
     spreads: set[str] = set()  # how the seeds' spread was drawn: "band", "bars"
     fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 4.6), squeeze=False)
     colours = plt.get_cmap("tab10")
-    for ax, (key, title, scale) in zip(axes[0], panels):
+    for ax, (key, title, scale, only) in zip(axes[0], panels):
         panel_steps: set[int] = set()
         for i, (label, runs) in enumerate(logs.items()):
+            if only is not None and label not in only:
+                continue
             curves = [step_series(r, key) for r in runs]
             curves = [(st, [scale * v for v in vals]) for st, vals in curves if st]
             if not curves:
@@ -140,17 +157,35 @@ def _short_names(labels: list[str]) -> dict[str, str]:
     return {x: x[cut:] or x for x in labels}
 
 
+# the smallest y-range of an accuracy panel, in percentage points: seed noise (about a point
+# here) stays small beside it, and the controls, drawn on the same axis, give the scale
+MIN_SPAN = 10.0
+
+
+def accuracy_limits(values: list[float], min_span: float = MIN_SPAN) -> tuple[float, float]:
+    """y-limits holding every value with a margin, at least ``min_span`` apart, inside [0, 100]."""
+    lo, hi = min(values), max(values)
+    span = max(hi - lo, min_span) * 1.1
+    low = min(max((lo + hi) / 2 - span / 2, 0.0), 100.0 - span) if span < 100 else 0.0
+    return low, low + min(span, 100.0)
+
+
 def comparison_figure(
-    rows: list[dict], pair_rows: list[dict], path: Path
+    rows: list[dict], pair_rows: list[dict], path: Path, controls: list[dict] = ()
 ) -> tuple[Path, dict[str, list[str]]] | None:
-    """The final offline metrics: per method the seed points and their mean (top row); per pair
-    A - B the mean paired difference with its 95% t-interval, hollow and grey where the interval
-    holds 0 (bottom row). Returns the path and {panel title: [series labels]}."""
+    """The final offline metrics: per method the seed points and their mean, then in grey the
+    ``controls`` (rows labelled ``control: ...``: the untrained backbones, the raw pixels), all
+    on one axis of at least ``MIN_SPAN`` points (top row); per pair A - B the mean paired
+    difference with its 95% t-interval, hollow and grey where the interval holds 0 (bottom
+    row). Returns the path and {panel title: [series labels]}."""
     metrics = [(k, t) for k, t in OFFLINE_METRICS if any(r.get(k) is not None for r in rows)]
     if not metrics:
         return None
+    trained = list(dict.fromkeys(r["config"] for r in rows))
+    short = _short_names(trained)
+    rows = [*rows, *controls]
     methods = list(dict.fromkeys(r["config"] for r in rows))
-    short = _short_names(methods)
+    short.update({m: m.removeprefix("control: ") for m in methods if m not in short})
     has_pairs = any(p["key"] in dict(metrics) for p in pair_rows)
     fig, axes = plt.subplots(2 if has_pairs else 1, len(metrics), squeeze=False,
                              figsize=(4.3 * len(metrics), 7.4 if has_pairs else 3.9))  # fmt: skip
@@ -164,13 +199,20 @@ def comparison_figure(
                 continue
             n = len(values)
             xs = [i + 0.18 * (j - (n - 1) / 2) / max(1, n - 1) for j in range(n)]
-            ax.scatter(xs, values, color=colours(i % 10), s=22, alpha=0.8, zorder=3)
+            control = method not in trained
+            ax.scatter(xs, values, color="0.5" if control else colours(i % 10), s=22, alpha=0.8,
+                       zorder=3, marker="x" if control else "o")  # fmt: skip
             m = sum(values) / n
-            ax.plot([i - 0.25, i + 0.25], [m, m], color="black", lw=2, zorder=4)
+            ax.plot([i - 0.25, i + 0.25], [m, m], color="0.4" if control else "black", lw=2, zorder=4)
             drawn.setdefault(title, []).append(method)
+        if len(methods) > len(trained):
+            ax.axvline(len(trained) - 0.5, color="0.6", lw=0.8, ls=":")  # runs | controls
+        shown = [float(r[key]) for r in rows if r.get(key) is not None]
+        ax.set_ylim(*accuracy_limits(shown))
         ax.set_xticks(range(len(methods)), [short[m] for m in methods], fontsize=8,
                       rotation=25, ha="right")  # long config names stay legible  # fmt: skip
-        ax.set_title(title + "\n(dots: seeds, bar: mean)", fontsize=9)
+        ax.set_title(title + "\n(dots: seeds, bar: mean; grey x: controls;\n"
+                     f"the y-axis spans at least {MIN_SPAN:g} points)", fontsize=9)  # fmt: skip
         ax.grid(alpha=0.3, axis="y")
         if not has_pairs:
             continue

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from solo_hyper.config import resolve_device
+from solo_hyper.config import ConfigError, resolve_device
 from solo_hyper.data import coarse_labels
 from solo_hyper.evaluation.features import (
     check_eval_dataset,
@@ -47,6 +47,12 @@ from solo_hyper.run.checkpoints import load_pretrained, read_checkpoint, resolve
 from solo_hyper.run.identity import write_json_atomic
 
 PROTOCOL_VERSION = 2  # bump when the protocol changes: cached eval.json files are redone
+# The evaluation sets. "full": the dataset's own splits, the only budget of a table of record.
+# "smoke": fixed random subsets of them (drawn with the run's seed: the training subset with it,
+# the test subset with seed + 1, as data.train_subset / val_subset draw), so that a smoke run of
+# the pipeline evaluates in seconds; every table it produces names it, and its results are cached
+# apart (eval-smoke.json, features-<dataset>-2000x1000.pt), never read by a full evaluation.
+EVAL_BUDGETS: dict[str, dict[str, int]] = {"full": {}, "smoke": {"train_subset": 2000, "val_subset": 1000}}
 DISK_POINTS = 500
 HEADLINE_KNN = {("backbone", "cosine")}  # the full grid: the knn command
 ROBUST_PREFERENCE = (
@@ -105,8 +111,27 @@ def disk_map(
     }
 
 
-def linear_config(dataset: str, path: str | None, epochs: int | None) -> dict:
+def check_budget(budget: str) -> None:
+    if budget not in EVAL_BUDGETS:
+        raise ConfigError(f"unknown evaluation budget {budget!r}: one of {', '.join(EVAL_BUDGETS)} "
+                          "(full: the dataset's splits; smoke: subsets, never a table of record)")  # fmt: skip
+
+
+def budget_words(budget: str) -> str:
+    """What a budget evaluates on, in a table's words."""
+    if not EVAL_BUDGETS[budget]:
+        return "the dataset's full training and test splits"
+    sub = EVAL_BUDGETS[budget]
+    return (f"fixed random subsets of {sub['train_subset']:,} training and {sub['val_subset']:,} "
+            "test images of the dataset's splits, drawn with each run's seed (the raw pixels': 0)")  # fmt: skip
+
+
+def linear_config(dataset: str, path: str | None, epochs: int | None, budget: str = "full") -> dict:
+    """The linear config of an evaluation: ``path`` (else the dataset's shipped one), its SGD
+    epochs, and the budget's evaluation subsets (``EVAL_BUDGETS``) over its ``data``."""
+    check_budget(budget)
     cfg = load_linear_config(path if path is not None else default_config_path(dataset))
+    cfg["data"] = {**cfg["data"], **EVAL_BUDGETS[budget]}
     return with_epochs(cfg, epochs) if epochs is not None else cfg
 
 
@@ -115,6 +140,19 @@ def run_dataset(run_dir: Path, ckpt_path: Path) -> str:
     if (run_dir / "config.yaml").is_file():
         return yaml.safe_load((run_dir / "config.yaml").read_text())["data"]["dataset"]
     return read_checkpoint(ckpt_path)["solo_hyper_config"]["data"]["dataset"]
+
+
+def eval_cache(run_dir: Path, eval_dataset: str | None = None, budget: str = "full") -> Path:
+    """Where ``evaluate_run`` keeps its numbers: RUN/eval[-<dataset>][-<budget>].json, one file
+    per transfer target and evaluation budget (a smoke evaluation never read as a full one).
+
+    Args:
+        run_dir: the run directory.
+        eval_dataset: the transfer target (None: the run's own dataset).
+        budget: the evaluation budget (``EVAL_BUDGETS``).
+    """
+    parts = ["eval", *([eval_dataset] if eval_dataset else []), *([budget] if budget != "full" else [])]
+    return Path(run_dir) / f"{'-'.join(parts)}.json"
 
 
 def evaluate_run(
@@ -126,9 +164,11 @@ def evaluate_run(
     quiet: bool = True,
     eval_dataset: str | None = None,
     phase_lines: bool | None = None,
+    budget: str = "full",
 ) -> dict:
     """The protocol's numbers for one run (cached in RUN/eval.json). ``quiet``: no progress
-    bars; ``phase_lines``: a timed line on stderr per phase (None: when not quiet).
+    bars; ``phase_lines``: a timed line on stderr per phase (None: when not quiet); ``budget``:
+    the evaluation sets (``EVAL_BUDGETS``; "smoke" is cached in RUN/eval-smoke.json).
 
     ``eval_dataset`` (transfer, EBCLR's Table 2): the kNN and the probe use that dataset's full
     training and test splits (the probe's default config is that dataset's), its images
@@ -141,15 +181,16 @@ def evaluate_run(
     ckpt_path = resolve_checkpoint(run_dir)
     source = run_dataset(run_dir, ckpt_path)
     target = None if eval_dataset in (None, source) else eval_dataset
-    lcfg = linear_config(target or source, linear_config_path, linear_epochs)
+    lcfg = linear_config(target or source, linear_config_path, linear_epochs, budget)
     protocol = {
         "version": PROTOCOL_VERSION,
         # resolved: the cache holds however the run directory is spelled (relative or absolute)
         "checkpoint": str(ckpt_path.resolve()), "checkpoint_mtime": ckpt_path.stat().st_mtime,
         "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
         **({"eval_dataset": target} if target else {}),
+        **({"budget": budget} if budget != "full" else {}),
     }  # fmt: skip
-    cache = run_dir / ("eval.json" if target is None else f"eval-{target}.json")
+    cache = eval_cache(run_dir, target, budget)
     if cache.is_file():
         cached = json.loads(cache.read_text())
         if cached.get("protocol") == protocol:
@@ -190,6 +231,7 @@ def evaluate_run(
         "eval_normalization": {"mean": list(cfg["data"]["mean"]), "std": list(cfg["data"]["std"])},
         "eval_train_images": len(train.targets),
         "eval_test_images": len(test.targets),
+        "eval_budget": budget,
         "eval_wall_time_s": round(time.perf_counter() - start, 2),
     }
     write_json_atomic(cache, result)

@@ -1,6 +1,6 @@
 """One-command sweeps of any dotted config key, each run evaluated with the comparison protocol.
 
-``python -m solo_hyper sweep PRESET|dotted.key --config A.yaml [B.yaml ...] [--values v1 v2 ...]
+``python -m solo_hyper sweep PRESET|dotted.key --configs A.yaml [B.yaml ...] [--values v1 v2 ...]
 --epochs N --out DIR [--set k=v ...] [--linear-epochs N]``
 
 Presets (key and default values):
@@ -90,11 +90,11 @@ def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,
     linear_epochs: int | None = None, linear_config_path: str | None = None, device: str = "auto",
-    controls: bool = True, launch: Launcher | None = None,
+    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
 ) -> list[dict]:  # fmt: skip
-    """Trains (or reuses) and evaluates every (config, value) cell, with each cell's untrained
-    backbone and the raw pixels beside (``controls``); writes the table and plot. ``launch``: as
-    ``compare``'s."""
+    """Trains (or reuses) and evaluates every (config, value) cell (on ``eval_budget``'s sets,
+    ``protocol.EVAL_BUDGETS``), with each cell's untrained backbone and the raw pixels beside
+    (``controls``); writes the table and plot. ``launch``: as ``compare``'s."""
     key, parsed = resolve_sweep(target, values)
     out = Path(out_dir)
     cells = []
@@ -109,10 +109,10 @@ def sweep(
             except ConfigError as err:
                 raise ConfigError(f"{config} with {key}={value}: {err}") from None
             cells.append((run_name(config), value, prep))
-    check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path)
+    check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path, None, eval_budget)
     if launch is not None:
         launch([prep for _, _, prep in cells], dict(linear_epochs=linear_epochs, disk=False,
-               linear_config_path=linear_config_path, device=device))  # fmt: skip
+               linear_config_path=linear_config_path, device=device, budget=eval_budget))  # fmt: skip
     phases = Phases("sweep", len(cells))
     trained = []
     for i, (config, value, prep) in enumerate(cells, 1):
@@ -120,16 +120,17 @@ def sweep(
         trained.append(train_or_reuse(prep, quiet))
     labelled = [{**row, "config": f"{config} {key}={value}"}
                 for (config, value, _), row in zip(cells, trained)]  # fmt: skip
-    evaluated = evaluate_rows(labelled, linear_epochs, linear_config_path, None, device,
-                              phases=phases)  # fmt: skip
+    evaluated = evaluate_rows(labelled, linear_epochs, linear_config_path, False, device,
+                              phases=phases, budget=eval_budget)  # fmt: skip
     rows = [{**row, "config": config, "value": value}
             for (config, value, _), row in zip(cells, evaluated)]  # fmt: skip
     stem = f"sweep-{key.split('.')[-1]}"
     extra = ""
     if controls:  # each cell's gain is over its own untrained backbone
-        extra = with_controls(rows, [prep for _, _, prep in cells], out, linear_epochs,
-                              linear_config_path, device, quiet,
-                              label=lambda r: f"{r['config']} {key.split('.')[-1]}={r['value']}")  # fmt: skip
+        extra, _ = with_controls(rows, [prep for _, _, prep in cells], out, linear_epochs,
+                                 linear_config_path, device, quiet,
+                                 label=lambda r: f"{r['config']} {key.split('.')[-1]}={r['value']}",
+                                 budget=eval_budget)  # fmt: skip
     write_tables(rows, out, stem, COLUMNS, extra)
     sweep_plot(
         rows, key, [("linear_acc1", "offline linear top-1"), ("knn_top1", "offline kNN top-1"),

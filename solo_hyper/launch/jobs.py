@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solo_hyper.evaluation.compare import train_or_reuse
-from solo_hyper.evaluation.protocol import evaluate_run
+from solo_hyper.evaluation.protocol import eval_cache, evaluate_run
 from solo_hyper.run.lock import RunLockedError, launched_rank
 from solo_hyper.run.rundir import plan_run
 from solo_hyper.run.train import prepare
@@ -71,8 +71,8 @@ def run_jobs(preps: list, evaluation: dict | None) -> list[Job]:
     jobs = []
     for prep in preps:
         planned = plan_run(prep.cfg, "new")
-        target = (evaluation or {}).get("eval_dataset")
-        cache = planned.run_dir / (f"eval-{target}.json" if target else "eval.json")
+        options = evaluation or {}
+        cache = eval_cache(planned.run_dir, options.get("eval_dataset"), options.get("budget", "full"))
         if planned.status == "finished" and (evaluation is None or cache.is_file()):
             continue
         steps = () if evaluation is None else (functools.partial(evaluated, **evaluation),)

@@ -110,13 +110,21 @@ def read_checkpoint(path: str | Path) -> dict:
     return ckpt
 
 
+def build_model(cfg: dict, num_classes: int):
+    """The untrained LightningModule of a completed config, the methods registered first: a
+    process that only loads a run or an export has imported nothing that registers them."""
+    import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
+    from solo_hyper.solo import adapter
+
+    crops = crop_entries(cfg)
+    return adapter.build_method(cfg, num_classes, small_images(crops), crop_counts(crops))
+
+
 def load_pretrained(path: str | Path, expect_method: str | None = None):
     """Rebuilds the pretrained LightningModule of a run and loads its weights.
 
     Returns (model in eval mode, its config, the checkpoint dict).
     """
-    from solo_hyper.solo import adapter
-
     ckpt = read_checkpoint(path)
     cfg = ckpt["solo_hyper_config"]
     method = cfg["method"]
@@ -126,9 +134,7 @@ def load_pretrained(path: str | Path, expect_method: str | None = None):
         )
     if "classifier.weight" not in ckpt["state_dict"]:
         raise CheckpointError(f"checkpoint {ckpt['_path']!r} does not match its config: no weights")
-    num_classes = ckpt["state_dict"]["classifier.weight"].shape[0]
-    crops = crop_entries(cfg)
-    model = adapter.build_method(cfg, num_classes, small_images(crops), crop_counts(crops))
+    model = build_model(cfg, ckpt["state_dict"]["classifier.weight"].shape[0])
     try:
         model.load_state_dict(ckpt["state_dict"], strict=True)
     except RuntimeError as err:

@@ -23,6 +23,8 @@ from typing import IO, Any
 
 import yaml
 
+from solo_hyper.version import __version__
+
 # keys that do not change what a run computes: where it is stored, how it is logged or shown,
 # how the data is read, where training starts from, the memory layout and compilation of the step
 # (the same values within float rounding)
@@ -123,8 +125,6 @@ def package_versions() -> dict[str, str | None]:
 
 
 def code_version() -> dict:
-    from solo_hyper import __version__
-
     return {"solo_hyper": __version__, "git_commit": git_commit(), "packages": package_versions()}
 
 

@@ -30,6 +30,12 @@ from solo_hyper.solo.common import BatchSeeder
 
 pl = adapter.LIGHTNING
 
+# Lightning warns on a mid-epoch checkpoint that resuming "can cause unreliable results": its own
+# loops restart the epoch's data from the beginning. ExactResume starts the epoch where the
+# checkpoint stopped, every generator where it was (tests/run/test_resume.py: the resumed state
+# torch.equal to the uninterrupted run's), so the warning does not hold for ``pretrain``: this
+# message alone is filtered there (``run.train``); run-solo's resumes are Lightning's and keep it.
+MID_EPOCH_WARNING = r"You're resuming from a checkpoint that ended before the epoch ended"
 BATCH_PROGRESS = "epoch_loop.batch_progress"
 METRIC_STATES = "solo_hyper_metric_states"
 EPOCH_LOGS = "solo_hyper_epoch_logs"

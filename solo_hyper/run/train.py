@@ -21,6 +21,7 @@ import resource
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from solo_hyper.run.layout import TrainingLayout
 from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
 from solo_hyper.run.progress import StepProgressBar
-from solo_hyper.run.resume import ExactResume
+from solo_hyper.run.resume import MID_EPOCH_WARNING, ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
 from solo_hyper.solo import adapter
@@ -300,7 +301,9 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
     reset_peak_memory(model.device)
     start = time.perf_counter()
     try:
-        with stop.deferred():  # a first Ctrl-C ends the step and writes its checkpoint first
+        with stop.deferred(), warnings.catch_warnings():  # a first Ctrl-C ends the step and
+            # writes its checkpoint first; the resume is exact (resume.MID_EPOCH_WARNING)
+            warnings.filterwarnings("ignore", message=MID_EPOCH_WARNING)
             trainer.fit(model, train_loader, val_loader, ckpt_path=str(resume) if resume else None)
     except stop.Interrupted as err:
         raise stop.Interrupted(err.signum, f"{err}: {cfg['name']} did not finish; "

@@ -116,13 +116,17 @@ def test_compare_draws_a_band_per_method_and_the_paired_intervals(session):
     curves = figures["curves.png"]["panels"]
     online_knn = [t for t in curves if t.startswith("online kNN")]
     assert len(online_knn) == 1 and "augmented training crops" in online_knn[0]
-    assert any("loss" in t for t in curves) and "online linear top-1 (%)" in curves
+    assert "online linear top-1 (%)" in curves
+    # each method's own loss in a panel of its own (cosine and Poincare InfoNCE: other scales)
+    assert curves["train nce loss: simclr"] == methods[:1] and curves["train nce loss: hcl, poincare"] == methods[1:]
     for title, series in curves.items():
-        assert series == methods, title  # one mean line + seed band per method
+        if not title.startswith("train nce loss"):
+            assert series == methods, title  # one mean line + seed band per method
     comparison = figures["comparison.png"]["panels"]
     points = {t: s for t, s in comparison.items() if not t.endswith("paired")}
     paired = {t: s for t, s in comparison.items() if t.endswith("paired")}
-    assert len(points) == 3 and all(s == methods for s in points.values())
+    controls = ["control: untrained backbone", "control: raw pixels"]  # beside the runs, greyed
+    assert len(points) == 3 and all(s == methods + controls for s in points.values())
     assert all("offline" in t for t in points)
     assert len(paired) == 3 and all(s == ["fashionmnist-hcl - fashionmnist-simclr"]
                                     for s in paired.values())  # fmt: skip

@@ -81,3 +81,31 @@ def test_robust_eval_without_config_takes_the_datasets_shipped_one_or_refuses(tm
 def test_folders_the_documented_commands_create_are_ignored(folder):
     proc = subprocess.run(["git", "check-ignore", "-q", f"{folder}/x"], cwd=ROOT)
     assert proc.returncode == 0, f"{folder}/ is not in .gitignore"
+
+
+def test_help_names_the_default_seed_and_the_smoke_budget():
+    from solo_hyper.config import DEFAULTS
+    from solo_hyper.evaluation.protocol import EVAL_BUDGETS
+
+    parser = cli.build_parser()
+    seed = f"{DEFAULTS['seed']} unless it sets one"
+    assert seed in option(parser, "compare", "--seeds").help
+    assert seed in option(parser, "sweep", "--configs").help
+    overrides = next(a for a in subparser(parser, "pretrain")._actions if a.dest == "overrides")
+    assert f"default seed: the config's, {DEFAULTS['seed']}" in overrides.help
+    smoke = EVAL_BUDGETS["smoke"]
+    for command in ("compare", "sweep"):
+        text = option(parser, command, "--eval-budget").help
+        assert f"{smoke['train_subset']:,} training and {smoke['val_subset']:,} test images" in text
+        assert "full (default" in text
+
+
+def test_one_flag_name_means_one_thing_across_commands():
+    """--config is one YAML file wherever it appears, --configs one or more."""
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    seen = {}
+    for command in sub.choices.values():
+        for action in command._actions:
+            for flag in action.option_strings:
+                seen.setdefault(flag, set()).add(action.nargs)
+    assert seen["--config"] == {None} and seen["--configs"] == {"+"}

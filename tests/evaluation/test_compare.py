@@ -11,6 +11,7 @@ import yaml
 
 from solo_hyper.cli.main import main
 from solo_hyper.evaluation.compare import COLUMNS
+from solo_hyper.evaluation.plots import OFFLINE_KNN
 
 pytestmark = pytest.mark.slow
 
@@ -116,7 +117,7 @@ def test_the_evaluation_cache_holds_however_the_run_directory_is_spelled(compare
 
 def test_sweep_curvature_trains_each_value(tmp_path, capsys):
     out = tmp_path / "sweep"
-    args = ["sweep", "curvature", "--config", CONFIGS[1], "--values", "0.2", "1.0",
+    args = ["sweep", "curvature", "--configs", CONFIGS[1], "--values", "0.2", "1.0",
             "--epochs", "1", "--out", str(out), "--quiet", "--linear-config", TINY_LINEAR, "--set", *TINY]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
     assert (out / "sweep-curvature.png").read_bytes().startswith(PNG)
@@ -137,12 +138,12 @@ def test_sweep_curvature_trains_each_value(tmp_path, capsys):
 
 def test_sweep_rejects_bad_input_before_training(tmp_path, capsys):
     out = tmp_path / "bad"
-    assert main(["sweep", "curvatur", "--config", CONFIGS[1], "--out", str(out)]) == 2
+    assert main(["sweep", "curvatur", "--configs", CONFIGS[1], "--out", str(out)]) == 2
     assert "did you mean 'curvature'" in capsys.readouterr().err
     args = [
         "sweep",
         "curvature",
-        "--config",
+        "--configs",
         CONFIGS[1],
         "--values",
         "0.5",
@@ -153,7 +154,7 @@ def test_sweep_rejects_bad_input_before_training(tmp_path, capsys):
     assert main(args) == 2
     assert "curvature must be > 0" in capsys.readouterr().err
     assert (
-        main(["sweep", "method_kwargs.temperature", "--config", CONFIGS[1], "--out", str(out)]) == 2
+        main(["sweep", "method_kwargs.temperature", "--configs", CONFIGS[1], "--out", str(out)]) == 2
     )
     assert "--values" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
@@ -318,3 +319,46 @@ def test_pairs_resolve_by_stem_in_hyphenated_folders_and_default_pairs_need_one_
     assert resolve_pairs([f"{fm}/shcl.yaml", f"{fm}/supcon.yaml", f"{fm}/hcl.yaml"], None) == [
         ("fashionmnist-shcl", "fashionmnist-supcon")
     ]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> tuple[Path, str]:
+    """A smoke comparison: two configs, one seed, the controls, at the smoke evaluation budget."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("smoke")
+    args = ["compare", "--configs", *CONFIGS, "--seeds", "0", "--epochs", "1", "--out", str(out),
+            "--quiet", "--eval-budget", "smoke", "--set", *TINY]  # fmt: skip
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(args) == 0, err.getvalue()[-3000:]
+    return out, err.getvalue()
+
+
+def test_a_smoke_table_names_the_subsets_it_evaluated_on(smoke):
+    out, _ = smoke
+    text = (out / "results.md").read_text()
+    assert text.startswith("**Evaluation budget smoke** (`--eval-budget smoke`): the probe and the kNN "
+                           "read fixed random subsets of 2,000 training and 1,000 test images")
+    assert "trained on 2,000 training images and scored on 1,000 test images" in text  # the legend
+    assert "not a table of record" in text
+    assert {r["eval_budget"] for r in csv.DictReader(open(out / "results.csv"))} == {"smoke"}
+    for run in ("fashionmnist-simclr-s0", "fashionmnist-hcl-s0"):
+        assert (out / run / "eval-smoke.json").is_file() and not (out / run / "eval.json").exists()
+
+
+def test_smoke_controls_are_evaluated_once_each_and_announced(smoke):
+    out, err = smoke
+    names = sorted(p.name.split("-")[0] for p in (out / "controls").iterdir())
+    assert names == ["pixels", "untrained"]  # SimCLR and HCL of seed 0 share their network
+    assert all((p / "eval-smoke.json").is_file() for p in (out / "controls").iterdir())
+    assert "[controls 1/2] untrained backbone" in err and "[controls 2/2] raw pixels" in err
+
+
+def test_comparison_figure_is_drawn_with_the_control_rows(smoke):
+    out, _ = smoke
+    panels = json.loads((out / "figures.json").read_text())["comparison.png"]["panels"]
+    for title in ("offline linear top-1 (%)\nfrozen backbone", OFFLINE_KNN):
+        assert panels[title] == ["fashionmnist-simclr", "fashionmnist-hcl", "control: untrained backbone",
+                                 "control: raw pixels"], panels  # fmt: skip

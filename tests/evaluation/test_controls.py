@@ -155,3 +155,48 @@ def test_gain_over_the_untrained_backbone_is_paired_by_seed():
     assert "| raw pixels | 1 | 84.60 | 84.00 |" in text and "\nRaw pixels: one channel.\n" in text
     assert "| hcl | linear top-1 | 3 | +2.17 |" in text and "above the untrained backbone" in text
     assert "| hcl | kNN top-1 | 3 | +0.00 | [+0.00, +0.00] | not above the untrained backbone" in text
+
+
+def test_the_raw_pixels_are_one_control_whatever_the_seeds(tmp_path):
+    first = controls.write_control(tiny(tmp_path, seed=0), controls.PIXELS, tmp_path)
+    assert controls.write_control(tiny(tmp_path, seed=1), controls.PIXELS, tmp_path) == first
+    assert first.name.startswith("pixels-fashionmnist-") and "-s" not in first.name.removeprefix("pixels-")
+    untrained = {controls.write_control(tiny(tmp_path, seed=s), controls.UNTRAINED, tmp_path) for s in (0, 1)}
+    assert len(untrained) == 2  # an untrained network is its seed's
+
+
+def test_a_smoke_evaluation_is_cached_apart_from_the_full_one(tmp_path, monkeypatch):
+    """The budget is part of the cache key: a smoke evaluation (2,000 / 1,000 images) goes to
+    eval-smoke.json, the full one (here tests/linear-tiny.yaml's subsets) to eval.json, and
+    neither is ever read for the other."""
+    run = controls.write_control(tiny(tmp_path), controls.UNTRAINED, tmp_path)
+    smoke = protocol.evaluate_run(run, None, TINY_LINEAR, False, budget="smoke")
+    assert (smoke["eval_train_images"], smoke["eval_test_images"], smoke["eval_budget"]) == (2000, 1000, "smoke")
+    assert (run / "eval-smoke.json").is_file() and not (run / "eval.json").exists()
+    full = protocol.evaluate_run(run, None, TINY_LINEAR, False)
+    assert (full["eval_train_images"], full["eval_test_images"], full["eval_budget"]) == (512, 256, "full")
+    monkeypatch.setattr(protocol, "linear_probe", lambda *a, **k: pytest.fail("re-evaluated"))
+    assert protocol.evaluate_run(run, None, TINY_LINEAR, False, budget="smoke")["eval_train_images"] == 2000
+    assert protocol.evaluate_run(run, None, TINY_LINEAR, False)["eval_train_images"] == 512
+    with pytest.raises(protocol.ConfigError, match="unknown evaluation budget 'tiny'"):
+        protocol.evaluate_run(run, None, TINY_LINEAR, False, budget="tiny")
+
+
+def test_controls_for_evaluates_each_distinct_control_once_and_announces_it(tmp_path, monkeypatch, capsys):
+    """SimCLR and HCL of seed 0 and SimCLR of seed 1: two untrained networks and the raw pixels,
+    three evaluations, each announced by a line on stderr."""
+    preps = [tiny(tmp_path, name="a"), tiny(tmp_path, "configs/pretrain/fashionmnist/hcl.yaml", name="b"),
+             tiny(tmp_path, seed=1, name="c")]  # fmt: skip
+    calls = []
+    monkeypatch.setattr(controls, "evaluate_run", lambda run, *a, **k: calls.append(Path(run).name)
+                        or {"linear_acc1": 50.0, "knn_top1": 40.0, "knn_coarse_top1": 70.0})  # fmt: skip
+    untrained, pixels = controls.controls_for(preps, tmp_path, budget="smoke")
+    assert len(calls) == 3 and calls[-1].startswith("pixels-") and len(set(calls)) == 3
+    assert untrained[0]["run_dir"] == untrained[1]["run_dir"] != untrained[2]["run_dir"]
+    assert [c["seed"] for c in untrained] == [0, 0, 1] and pixels["eval_budget"] == "smoke"
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[controls")]
+    assert [ln.split("]")[0] for ln in lines] == ["[controls 1/3", "[controls 2/3", "[controls 3/3"]
+    assert "untrained backbone: small_cnn at initialisation (fashionmnist, seed 1, smoke evaluation)" in lines[1]
+    assert "raw pixels" in lines[2]
+    rows = controls.figure_rows(untrained, pixels)
+    assert [r["config"] for r in rows] == ["control: untrained backbone"] * 2 + ["control: raw pixels"]

@@ -55,3 +55,37 @@ def test_one_seed_per_method_draws_no_band_and_the_title_says_so(tmp_path, monke
     _, fig = drawn_figure(tmp_path, monkeypatch, groups)
     title = fig._suptitle.get_text()
     assert "band" not in title and "error bars" not in title and "one run per method" in title
+
+
+def test_two_methods_losses_never_share_an_axis(tmp_path, monkeypatch):
+    """SimCLR's cosine InfoNCE and HCL's Poincare InfoNCE log one name, train_nce_loss, on other
+    scales: a panel each (titled with the method and geometry); the online probes stay shared."""
+    import yaml
+
+    runs = {"hcl": fake_run(tmp_path, "hcl-s0", 0.0), "simclr": fake_run(tmp_path, "simclr-s0", 0.5),
+            "hcl-lorentz": fake_run(tmp_path, "hcl-lorentz-s0", 0.2)}  # fmt: skip
+    configs = {"hcl": {"method": "hcl", "method_kwargs": {"geometry": "poincare"}},
+               "simclr": {"method": "simclr", "method_kwargs": {}},
+               "hcl-lorentz": {"method": "hcl", "method_kwargs": {"geometry": "lorentz"}}}  # fmt: skip
+    for label, run in runs.items():
+        (run / "config.yaml").write_text(yaml.safe_dump(configs[label]))
+    (_, drawn), fig = drawn_figure(tmp_path, monkeypatch, {k: [v] for k, v in runs.items()})
+    losses = {title: series for title, series in drawn.items() if "loss" in title}
+    assert losses == {"train nce loss: hcl, lorentz": ["hcl-lorentz"],
+                      "train nce loss: hcl, poincare": ["hcl"], "train nce loss: simclr": ["simclr"]}
+    assert drawn["online linear top-1 (%)"] == ["hcl", "simclr", "hcl-lorentz"]
+    # one objective (the same method and geometry over its seeds): one panel, as before
+    second = fake_run(tmp_path / "more", "hcl-s1", 1.0)
+    (second / "config.yaml").write_text(yaml.safe_dump(configs["hcl"]))
+    (_, drawn), _ = drawn_figure(tmp_path, monkeypatch, {"hcl": [runs["hcl"], second]})
+    assert [t for t in drawn if "loss" in t] == ["train nce loss"]
+
+
+def test_an_accuracy_axis_spans_at_least_ten_points_and_stays_in_0_100():
+    """comparison.png's panels: 82.5 and 83.4 (two methods within noise) are drawn on an axis
+    of at least MIN_SPAN points, not one that makes 0.9 points look like the whole range."""
+    low, high = plots.accuracy_limits([82.5, 83.4])
+    assert high - low >= plots.MIN_SPAN and low < 82.5 and high > 83.4
+    low, high = plots.accuracy_limits([40.0, 85.0])  # a wider spread: every value, a margin
+    assert low < 40.0 and high > 85.0 and high - low < 55
+    assert plots.accuracy_limits([99.0, 99.5])[1] <= 100.0 and plots.accuracy_limits([0.5, 1.0])[0] >= 0.0

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,11 @@ def test_a_killed_run_resumes_to_the_same_state(
     for where, step in kills:
         with pytest.raises(Killed):
             pretrain(prep, quiet=True, callbacks=[KillAt(where, step)])
-    result = pretrain(prep, quiet=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = pretrain(prep, quiet=True)
+    # Lightning's "unreliable results" warning on a mid-epoch resume does not hold here: filtered
+    assert not [w for w in caught if "ended before the epoch ended" in str(w.message)]
     assert result["resumed_from"] and result["resumed_from"].endswith("last.ckpt")
     assert_equal(final_state(Path(result["run_dir"])), reference)
     assert {k: result[k] for k in RESULT_KEYS} == {k: ref_result[k] for k in RESULT_KEYS}
