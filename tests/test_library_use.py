@@ -67,9 +67,12 @@ def test_points_outside_the_losses_space_are_refused():
     v = torch.randn(8, 4, generator=g)
     ball = make_space("poincare", 0.5)
     z = ball.expmap0(v)
+    lorentz_points = poincare_to_lorentz(z, 0.5)  # (N, D+1)
+    with pytest.raises(ValueError, match="not in the Poincare ball of curvature -0.5.*Lorentz"):
+        HyperbolicInfoNCELoss(space=ball)(lorentz_points, lorentz_points)  # the first call's check
     poincare_loss = HyperbolicInfoNCELoss(space=ball)
     assert torch.isfinite(poincare_loss(z, z.flip(0)))
-    lorentz_points = poincare_to_lorentz(z, 0.5)  # (N, D+1)
+    poincare_loss.check_every_call = True  # values on every call, not the first only
     with pytest.raises(ValueError, match="not in the Poincare ball of curvature -0.5.*Lorentz"):
         poincare_loss(lorentz_points, lorentz_points)
     wider = make_space("poincare", 0.05).expmap0(3 * v)  # radius 4.5 > the loss's 1.41
@@ -77,6 +80,7 @@ def test_points_outside_the_losses_space_are_refused():
         poincare_loss(wider, wider)
     lorentz_loss = HyperbolicInfoNCELoss(space=make_space("lorentz", 0.5))
     assert torch.isfinite(lorentz_loss(lorentz_points, lorentz_points.flip(0)))
+    lorentz_loss.check_every_call = True
     with pytest.raises(ValueError, match="not on the hyperboloid of curvature -0.5"):
         padded = torch.cat([z, z[:, :1]], dim=1)  # Poincare coordinates padded to D+1
         lorentz_loss(padded, padded)

@@ -33,6 +33,8 @@ RUN = dict(max_epochs=2, seed=3, data={"train_subset": 320, "val_subset": 32},
            checkpoint={"enabled": True, "every_n_steps": 2}, auto_resume={"enabled": True})  # fmt: skip
 STEPS = 40
 THREADS = 2  # cpus_per_job: each job's intra-op threads, and the reference's
+# a config that exists, so that the launch flags are what the command refuses
+SHIPPED = str(Path(__file__).resolve().parents[2] / "configs/pretrain/fashionmnist/hcl.yaml")
 
 
 def campaign(tmp: Path, out: Path, executor: bool) -> list[str]:
@@ -130,13 +132,13 @@ def test_the_yaml_and_the_flags_make_one_job_description(tmp_path):
 
 
 def test_jobs_and_an_executor_together_are_refused(capsys):
-    assert main(["compare", "--configs", "a.yaml", "--jobs", "2", "--executor", "local"]) == 2
+    assert main(["compare", "--configs", SHIPPED, "--jobs", "2", "--executor", "local"]) == 2
     assert "give one of the two" in capsys.readouterr().err
 
 
 def test_slurm_without_sbatch_is_refused_with_the_dry_run_as_the_way_to_plan(capsys, monkeypatch):
     monkeypatch.setenv("PATH", "")
-    assert main(["compare", "--configs", "a.yaml", "--executor", "slurm"]) == 2
+    assert main(["compare", "--configs", SHIPPED, "--executor", "slurm"]) == 2
     err = capsys.readouterr().err
     assert "no sbatch" in err and "--dry-run" in err
 
