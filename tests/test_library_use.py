@@ -1,4 +1,4 @@
-"""The library as one uses it from plain PyTorch: the README's examples run as written, the
+"""The library as one uses it from plain PyTorch: the examples of README.md and docs/ run as written, the
 losses take the head's space, and points outside the loss's space are refused."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from solo_hyper.geometry import make_space, poincare_to_lorentz
 from solo_hyper.heads import SpaceProjector, mlp_projector
 from solo_hyper.losses import EBCLRLoss, HyperbolicInfoNCELoss, InfoNCELoss, contrastive_loss
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def readme_block(containing: str) -> str:
-    """The README's python code block that contains ``containing``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """The python code block of README.md or a docs/ page that contains ``containing``."""
+    blocks = [b for page in PAGES for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
     (block,) = [b for b in blocks if containing in b]
     return block
 
@@ -30,7 +31,7 @@ def test_readme_ebclr_loop_trains_with_the_replay_buffer_and_msgld():
     torch.manual_seed(0)
     code = readme_block("buffer.initialize(noise)")
     assert len([ln for ln in code.splitlines() if ln.strip()]) <= 20
-    exec(compile(code, "README.md (EBCLR in plain PyTorch)", "exec"), scope)
+    exec(compile(code, "docs/guide.md (EBCLR in plain PyTorch)", "exec"), scope)
     assert torch.isfinite(scope["loss"]) and scope["loss"].dim() == 0
     buffer = scope["buffer"]
     assert float(buffer.counts.max()) > buffer.init_count  # chains were drawn and counted

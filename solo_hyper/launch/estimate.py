@@ -61,8 +61,10 @@ def count_step(prep) -> StepCount:
         return StepCount(counter.get_total_flops() / COUNT_BATCH, True)
     except Exception:  # a step that needs its Trainer or callbacks: the backbone alone
         model.zero_grad(set_to_none=True)
+        backbone = model.encoder if hasattr(model, "encoder") else model.backbone  # 1.0.2 | main
         with FlopCounterMode(display=False) as counter:
-            sum(model.backbone(c).float().sum() for c in crops).backward()
+            # the backbone sees what the augmentation hands it: grey images repeated to 3 channels
+            sum(backbone(c.expand(-1, 3, -1, -1)).float().sum() for c in crops).backward()
         return StepCount(counter.get_total_flops() / COUNT_BATCH, False)
 
 

@@ -46,6 +46,27 @@ def test_a_step_is_counted_from_the_recipe_and_scaled_to_its_steps():
     assert count.whole_step and 6.5e9 < count.flops_per_image < 9.5e9
 
 
+def test_a_step_that_needs_its_trainer_is_counted_on_the_installed_versions_backbone(monkeypatch):
+    """The fallback (a training step that cannot run outside a Trainer) counts the backbone alone,
+    found where the installed solo-learn keeps it (1.0.2: ``encoder``; main: ``backbone``)."""
+    from solo_hyper.solo import adapter
+
+    def no_step(self, *args, **kwargs):
+        raise RuntimeError("needs its Trainer")
+
+    prep = prepare("configs/pretrain/cifar10/simclr.yaml", ["backbone.name=resnet18", "optimizer.batch_size=8"])
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops, prep.args, prep.crops)
+    monkeypatch.setattr(type(model), "training_step", no_step)
+    count = estimate.count_step(prep)
+    # the ResNet-18 of the whole step above (6.7 GFLOP for two crops' forward and backward), without heads
+    assert not count.whole_step and 5.5e9 < count.flops_per_image < 8.5e9
+    grey = prepare("configs/pretrain/fashionmnist/simclr.yaml")  # 1-channel images, a 3-channel backbone
+    monkeypatch.setattr(type(adapter.build_method(grey.cfg, 10, grey.small_images, grey.num_crops, grey.args,
+                                                  grey.crops)), "training_step", no_step)  # fmt: skip
+    count = estimate.count_step(grey)
+    assert not count.whole_step and count.flops_per_image > 0
+
+
 @pytest.mark.parametrize("precision, bits", [("16-mixed", "16"), ("bf16-mixed", "16"), (32, "32")])
 def test_the_rate_follows_the_runs_precision(precision, bits):
     assert estimate.precision_bits({"precision": precision}) == bits
