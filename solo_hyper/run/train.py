@@ -17,6 +17,7 @@ code version).
 
 from __future__ import annotations
 
+import importlib
 import resource
 import signal
 import sys
@@ -162,7 +163,8 @@ def cluster_plugins() -> list:
     """Under SLURM, Lightning's SLURM environment (ranks, world size and the DDP address from the
     job) with its auto-requeue off: a preempted or timed-out job stops through ``run.stop`` and
     is requeued by submitit (``launch.cluster``), never by Lightning as well."""
-    environments = pl.plugins.environments
+    # imported by name: Lightning 2 does not load the submodule as an attribute of ``plugins``
+    environments = importlib.import_module(f"{pl.__name__}.plugins.environments")
     if not environments.SLURMEnvironment.detect():
         return []
     return [environments.SLURMEnvironment(auto_requeue=False)]
