@@ -15,6 +15,7 @@ export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore}"
   tests/solo/test_solo_main.py tests/solo/test_solo_harness.py tests/solo/test_adapter_contract.py \
   tests/methods/test_rhcl.py tests/methods/test_ebclr_method.py tests/methods/test_ebclr_ddp_resume.py tests/test_sgld.py \
   tests/methods/test_methods.py tests/solo/test_registration.py \
+  "tests/launch/test_cluster.py::test_under_slurm_lightnings_auto_requeue_is_off" \
   "$@" | tee "$log"
 if grep -qE "^SKIPPED|[0-9]+ skipped" "$log"; then
   echo "[test-main] tests were skipped in the solo-learn main environment (see above)" >&2
