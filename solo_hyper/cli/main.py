@@ -487,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         command.add_argument(
             "--verbose", action="store_true",
-            help="also show third-party warnings and Lightning's banners (filtered by default)",
+            help="also show third-party warnings and Lightning's banners (filtered by default) "
+                 "and, in compare, sweep and reproduce, each evaluation's inner phases",
         )  # fmt: skip
     return parser
 
@@ -503,6 +504,7 @@ def own_options(parser: argparse.ArgumentParser, command: str) -> dict[str, int]
 
 
 POSITIONAL_OVERRIDES = ("pretrain", "linear", "robust-eval", "finetune-adv")
+CAMPAIGNS = ("compare", "sweep", "reproduce")  # many runs: their evaluations' inner lines under --verbose
 
 
 def set_as_positional(argv: list[str]) -> list[str]:
@@ -607,10 +609,11 @@ def _main(argv: list[str]) -> int:
         with filtered_warnings(verbose):
             import solo_hyper.methods  # noqa: F401  (registers the methods into solo-learn)
     from solo_hyper.data import DatasetNotFoundError
+    from solo_hyper.evaluation.progress import phase_details
     from solo_hyper.launch.failures import RunsFailed
 
-    try:
-        with quiet_run(verbose):
+    try:  # a campaign: one line per run and phase, the evaluation's inner phases under --verbose
+        with quiet_run(verbose), phase_details(verbose or args.command not in CAMPAIGNS):
             args.func(args)
     except (ConfigError, DatasetNotFoundError) as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)

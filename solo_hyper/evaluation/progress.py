@@ -3,9 +3,11 @@ timed lines for the phases between them."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -34,12 +36,30 @@ class Progress:
         return getattr(self.loader, name)
 
 
+# whether the evaluation's inner phase lines are printed: a campaign (compare, sweep, reproduce)
+# prints one line per run and phase and shows these only under --verbose
+_DETAILS: ContextVar[bool] = ContextVar("solo_hyper_phase_details", default=True)
+
+
+@contextlib.contextmanager
+def phase_details(shown: bool) -> Iterator[None]:
+    """Within the block, ``progress_line`` reporters print only when ``shown``."""
+    token = _DETAILS.set(shown)
+    try:
+        yield
+    finally:
+        _DETAILS.reset(token)
+
+
 def progress_line(phase: str) -> Callable[[str], None]:
     """A reporter of ``[phase 12.3s] message`` lines on stderr, for the phases with no loop to
-    draw a bar over (probe path, kNN): no phase stays silent."""
+    draw a bar over (probe path, kNN): no phase stays silent, unless a campaign's
+    ``phase_details(False)`` keeps its output to one line per run and phase."""
     start = time.perf_counter()
 
     def report(message: str) -> None:
+        if not _DETAILS.get():
+            return
         elapsed = time.perf_counter() - start
         print(f"[{phase} {elapsed:.1f}s] {message}", file=sys.stderr, flush=True)
 

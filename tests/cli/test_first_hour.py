@@ -92,10 +92,6 @@ def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
     run = session["run"]
     err = session["procs"]["knn"].stderr
     assert "[features " in err and "[knn " in err and "k=[5, 10]" in err and "delta" in err
-    # compare's evaluation announces every phase too (a timed line each, bars or not)
-    err = session["procs"]["compare"].stderr
-    for phase in ("[features ", "[knn ", "[linear probe ", "[disk "):
-        assert phase in err, phase
     first = json.loads((run / "knn.json").read_text())
     assert main(["knn", "--checkpoint", str(run), "--k", "3", "--delta-points", "20", "--quiet",
                  "--train-subset", "512", "--val-subset", "256"]) == 0  # fmt: skip
@@ -104,6 +100,28 @@ def test_knn_phases_are_announced_and_earlier_results_kept(session, capsys):
     assert f"knn.json: the earlier result is kept as {kept.name}" in err
     assert json.loads(kept.read_text()) == first
     assert {r["k"] for r in json.loads((run / "knn.json").read_text())["knn"]} == {3}
+
+
+INNER_PHASES = ("[features ", "[knn ", "[linear probe ", "[disk ")
+
+
+def test_compare_prints_a_line_per_run_and_phase_and_the_inner_phases_under_verbose(session, capsys):
+    # its own lines, the bars aside (no --quiet here)
+    lines = re.findall(r"^\[[a-z].*$", session["procs"]["compare"].stderr.replace("\r", "\n"), re.M)
+    assert not [line for line in lines if line.startswith(INNER_PHASES)]
+    phases = [line for line in lines if line.startswith("[compare] ")]
+    assert len(phases) == 2 * 2 * 2 and all(re.search(r"\(.*elapsed\)$", p) for p in phases), phases
+    assert len(lines) <= len(phases) + 4, lines  # + one line per control
+    # --verbose: the same comparison, one run evaluated again, shows that evaluation's phases
+    out = session["compare"]
+    before = (out / "results.md").read_text()
+    (out / "fashionmnist-hcl-s0" / "eval.json").unlink()
+    args = ["--configs", *CONFIGS, "--seeds", "0", "1", "--epochs", "1", "--out", str(out),
+            "--linear-config", "tests/linear-tiny.yaml", "--quiet", "--set", *TINY]  # fmt: skip
+    assert main(["compare", *args, "--verbose"]) == 0
+    err = capsys.readouterr().err
+    assert [phase for phase in INNER_PHASES if phase in err] == list(INNER_PHASES), err
+    assert (out / "results.md").read_text() == before  # evaluated again: the same numbers
 
 
 def test_compare_draws_a_band_per_method_and_the_paired_intervals(session):
