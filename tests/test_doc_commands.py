@@ -277,6 +277,23 @@ def test_every_documented_command_parses_and_loads(cmd, readers_machine):
         assert lacking, f"{cmd.where}: a GPU, CIFAR-10/ImageNet or cluster command found runnable here"
 
 
+def test_a_pretrain_off_the_recipes_budget_writes_its_own_run_name():
+    """A documented pretrain that changes the recipe's budget names its own run: in the recipe's
+    run directory it would be a run of another config, and the full recipe after it refused."""
+    budget = {"max_epochs", "max_steps", "limit_train_batches", "data.train_subset"}
+    changed = 0
+    for cmd in ALL:
+        if cmd.words[1:4] != ("-m", "solo_hyper", "pretrain"):
+            continue
+        args = parsed(cmd)
+        overrides = dict(o.split("=", 1) for o in args.overrides)
+        if budget & set(overrides):
+            changed += 1
+            recipe = yaml.safe_load((ROOT / args.config).read_text())["name"]
+            assert overrides.get("name") not in (None, recipe), f"{cmd.where}: give it name=..."
+    assert changed >= 2
+
+
 def test_the_markers_name_blocks_and_tests_that_exist():
     marked = [b for b in blocks() if b.marker is not None]
     assert sum(len(b.runnable()) for b in marked) >= 3
