@@ -28,7 +28,6 @@ class Command:
     where: str  # file:line of its first line
     text: str  # as written: continuations and quoted newlines kept, for bash
     words: tuple[str, ...]  # as bash passes them to the program
-    block: str  # file:line of the block's fence
     number: int  # its number in the block (1, 2, ...)
     loop: str | None = None  # the ``for`` line whose body it is
 
@@ -76,7 +75,7 @@ def complete(text: str) -> bool:
     return True
 
 
-def block_commands(path: Path, text: str, start: int, body: str, indent: str) -> list[Command]:
+def block_commands(path: Path, start: int, body: str, indent: str) -> list[Command]:
     """The commands of one block whose body begins on line ``start`` of ``path``."""
     out, pending, first, loop = [], "", 0, None
     for offset, raw in enumerate(body.splitlines()):
@@ -97,8 +96,8 @@ def block_commands(path: Path, text: str, start: int, body: str, indent: str) ->
         command = pending.rstrip("\n")
         pending = ""
         words = expand(command, loop[:2] if loop else None)
-        out.append(Command(f"{path.name}:{first}", command, words, f"{path.name}:{start - 1}",
-                           len(out) + 1, loop[2] if loop else None))  # fmt: skip
+        out.append(Command(f"{path.name}:{first}", command, words, len(out) + 1,
+                           loop[2] if loop else None))  # fmt: skip
     assert not pending and loop is None, f"{path.name}:{first}: a command or loop never ends"
     return out
 
@@ -112,7 +111,7 @@ def blocks(paths: list[Path] = DOCS) -> list[Block]:
             line = text.count("\n", 0, m.start()) + 1  # the fence's line
             before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
             marker = MARKER.match(before)
-            commands = block_commands(path, text, line + 1, m["body"], m["indent"])
+            commands = block_commands(path, line + 1, m["body"], m["indent"])
             out.append(Block(f"{path.name}:{line}", tuple(commands),
                              None if marker is None else (marker["which"] or "")))  # fmt: skip
     return out
