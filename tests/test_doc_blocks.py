@@ -104,25 +104,3 @@ def test_every_python_block_of_the_docs_runs_as_printed_in_a_fresh_interpreter(r
             failed[name] = output[-1500:]
     assert not failed, "\n\n".join(f"{name}:\n{out}" for name, out in failed.items())
 
-
-def test_a_shortened_pretrain_in_the_docs_writes_its_own_run_name():
-    """A documented pretrain that shrinks the recipe's budget names its own run: in the recipe's
-    run directory it would be a run of another config, and the full recipe after it refused."""
-    import shlex
-
-    import yaml
-
-    budget = ("max_epochs", "max_steps", "limit_train_batches", "data.train_subset")
-    checked = 0
-    for path in DOCS:
-        for line in path.read_text().replace("\\\n", " ").splitlines():  # continued lines joined
-            if "solo_hyper pretrain --config" not in line or line.startswith(("`", " ")):
-                continue
-            words = shlex.split(line.split("#")[0])
-            config = words[words.index("--config") + 1]
-            overrides = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
-            if set(overrides) & set(budget):
-                checked += 1
-                recipe = yaml.safe_load((ROOT / config).read_text())["name"]
-                assert overrides.get("name") not in (None, recipe), f"{path.name}: {line}"
-    assert checked >= 1

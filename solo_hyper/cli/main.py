@@ -574,31 +574,46 @@ def check_configs_first(args: argparse.Namespace) -> None:
         check_pretrain_config(path, args.overrides)
 
 
-def _main(argv: list[str]) -> int:
-    from solo_hyper.cli.quiet import filtered_warnings, quiet_run
+def wants_verbose(argv: list[str]) -> bool:
+    """``--verbose`` among the command's own arguments (run-solo's: only before the script;
+    what follows is the script's own)."""
+    return "--verbose" in (argv[:2] if argv[:1] == ["run-solo"] else argv)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments as every command reads them: ``--set`` and the ``key=value`` overrides in
+    any order, solo-learn 1.0.2's launcher flags after ``pretrain``'s YAML as overrides (a flag
+    it cannot map: ConfigError). argparse's own errors exit with status 2, as on the command
+    line; the docs' test (tests/test_doc_commands.py) parses every documented command here."""
+    from solo_hyper.cli.quiet import filtered_warnings
 
     parser = build_parser()
-    # run-solo: only before the script (what follows is the script's own)
-    verbose = "--verbose" in (argv[:2] if argv[:1] == ["run-solo"] else argv)
     solo_flags: list[str] = []
     asks_help = any(a in ("-h", "--help") for a in argv)
     if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
         argv = set_as_positional(argv)
     if argv[:1] == ["pretrain"] and not asks_help:  # solo 1.0.2's launcher flags may follow
-        with filtered_warnings(verbose):  # solo_hyper.solo imports solo-learn
+        with filtered_warnings(wants_verbose(argv)):  # solo_hyper.solo imports solo-learn
             from solo_hyper.cli.solo_flags import split_pretrain_argv
 
         argv, solo_flags = split_pretrain_argv(argv, own_options(parser, "pretrain"))
     if argv[:1] and argv[0] in POSITIONAL_OVERRIDES:
         argv = overrides_last(argv, own_options(parser, argv[0]))
     args = parser.parse_args(argv)
+    if solo_flags:  # solo 1.0.2's launcher flags (docs/guide.md; solo_hyper/cli/solo_flags.py)
+        from solo_hyper.cli.solo_flags import to_overrides
+
+        args.overrides = [*args.overrides, *to_overrides(solo_flags)]
+    return args
+
+
+def _main(argv: list[str]) -> int:
+    from solo_hyper.cli.quiet import filtered_warnings, quiet_run
     from solo_hyper.config import ConfigError
 
+    verbose = wants_verbose(argv)
     try:
-        if solo_flags:  # solo 1.0.2's launcher flags (README; solo_hyper/cli/solo_flags.py)
-            from solo_hyper.cli.solo_flags import to_overrides
-
-            args.overrides = [*args.overrides, *to_overrides(solo_flags)]
+        args = parse(argv)
         check_configs_first(args)
     except ConfigError as err:
         print(f"solo-hyper: error: {err}", file=sys.stderr)

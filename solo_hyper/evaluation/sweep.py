@@ -36,7 +36,7 @@ from solo_hyper.evaluation.compare import (
 )
 from solo_hyper.evaluation.plots import sweep_plot, training_curves
 from solo_hyper.run.lock import holding
-from solo_hyper.run.train import prepare
+from solo_hyper.run.train import Prepared, prepare
 from solo_hyper.solo import adapter
 
 PRESETS: dict[str, tuple[str, list[Any]]] = {
@@ -85,6 +85,28 @@ def cell_name(config: str, key: str, value: Any) -> str:
     return f"{run_name(config)}-{key.split('.')[-1]}={value}".replace("/", "_")
 
 
+def plan(
+    target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
+    epochs: int | None = None, overrides: list[str] = (),
+) -> tuple[str, list[tuple[str, Any, Prepared]]]:  # fmt: skip
+    """The swept key and every (config, value) cell as (run name, value, prepared run), each
+    config checked with its value before anything trains."""
+    key, parsed = resolve_sweep(target, values)
+    cells = []
+    for config in configs:
+        for value in parsed:
+            extra = [f"checkpoint.dir={out_dir}", f"name={cell_name(config, key, value)}", *overrides]
+            extra.append(f"{key}={json.dumps(value)}")  # JSON is YAML
+            if epochs is not None:
+                extra.append(f"max_epochs={epochs}")
+            try:
+                prep = prepare(config, extra)
+            except ConfigError as err:
+                raise ConfigError(f"{config} with {key}={value}: {err}") from None
+            cells.append((run_name(config), value, prep))
+    return key, cells
+
+
 @holding("out_dir", "sweep output")
 def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
@@ -95,20 +117,8 @@ def sweep(
     """Trains (or reuses) and evaluates every (config, value) cell (on ``eval_budget``'s sets,
     ``protocol.EVAL_BUDGETS``), with each cell's untrained backbone and the raw pixels beside
     (``controls``); writes the table and plot. ``launch``: as ``compare``'s."""
-    key, parsed = resolve_sweep(target, values)
+    key, cells = plan(target, configs, out_dir, values, epochs, overrides)
     out = Path(out_dir)
-    cells = []
-    for config in configs:
-        for value in parsed:
-            extra = [f"checkpoint.dir={out}", f"name={cell_name(config, key, value)}", *overrides]
-            extra.append(f"{key}={json.dumps(value)}")  # JSON is YAML
-            if epochs is not None:
-                extra.append(f"max_epochs={epochs}")
-            try:
-                prep = prepare(config, extra)
-            except ConfigError as err:
-                raise ConfigError(f"{config} with {key}={value}: {err}") from None
-            cells.append((run_name(config), value, prep))
     check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path, None, eval_budget)
     if launch is not None:
         launch([prep for _, _, prep in cells], dict(linear_epochs=linear_epochs, disk=False,

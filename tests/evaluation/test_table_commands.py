@@ -5,11 +5,11 @@ command overrides a recipe key on the command line."""
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 import torch
+from doc_shell import commands
 
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
@@ -32,24 +32,14 @@ HCL_TABLE1 = {
 }
 
 
-def _expand(word: str) -> list[str]:
-    """Shell brace expansion of one {a,b,...} group, then globbing."""
-    m = re.search(r"\{([^{}]*)\}", word)
-    if m:
-        return [w for alt in m.group(1).split(",")
-                for w in _expand(word[: m.start()] + alt + word[m.end():])]  # fmt: skip
-    return sorted(str(p) for p in Path().glob(word)) if "*" in word else [word]
-
-
-def _commands(text: str) -> list[list[str]]:
-    """The ``python -m solo_hyper compare`` commands of the bash blocks, continuations joined."""
-    out = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split(" #")[0]
-            if line.startswith("python -m solo_hyper compare"):
-                out.append(shlex.split(line))
-    return out
+def _commands(after: str = "") -> list[list[str]]:
+    """The ``python -m solo_hyper compare`` commands of docs/results.md (those after the heading
+    ``after``), with the words bash passes (tests/doc_shell.py)."""
+    text = RESULTS.read_text()
+    start = text.count("\n", 0, text.index(after)) + 1 if after else 0
+    return [list(c.words) for c in commands([RESULTS.resolve()])
+            if c.words[:4] == ("python", "-m", "solo_hyper", "compare")
+            and int(c.where.split(":")[1]) > start]  # fmt: skip
 
 
 def _options(words: list[str]) -> dict[str, list[str]]:
@@ -59,31 +49,27 @@ def _options(words: list[str]) -> dict[str, list[str]]:
             key = w
             opts.setdefault(key, [])
         elif key is not None:
-            opts[key].extend(_expand(w))
+            opts[key].append(w)
     return opts
 
 
 def test_table_commands_name_existing_configs_and_override_no_recipe_key():
-    text = RESULTS.read_text()
-    gpu = text[text.index(GPU_SECTION):]
-    commands = _commands(text)
-    assert len(_commands(gpu)) >= 10
-    for words in commands:
+    assert len(_commands(GPU_SECTION)) >= 10
+    for words in _commands():
         opts = _options(words)
         for path in opts["--configs"] + opts.get("--linear-config", []):
             assert Path(path).is_file(), (path, words)
         bad = [s for s in opts.get("--set", []) if not ALLOWED_SET.match(s)]
         assert not bad, (bad, words)
-    for words in _commands(gpu):  # the tables' epochs are the configs' own
+    for words in _commands(GPU_SECTION):  # the tables' epochs are the configs' own
         assert "--epochs" not in words, words
 
 
 @pytest.mark.parametrize("dataset", sorted(HCL_TABLE1))
 def test_hcl_table1_configs_carry_the_papers_recipe(dataset):
     backbone, batch, lr, epochs, crop, aug = HCL_TABLE1[dataset]
-    commands = [w for w in _commands(RESULTS.read_text())
-                if f"configs/pretrain/{dataset}/{{simclr,hcl}}.yaml" in w]  # fmt: skip
-    assert commands, f"docs/results.md has no Table 1 command for {dataset}"
+    pair = {f"configs/pretrain/{dataset}/{m}.yaml" for m in ("simclr", "hcl")}
+    assert any(pair <= set(w) for w in _commands()), f"docs/results.md has no Table 1 command for {dataset}"
     for method in ("simclr", "hcl"):
         prep = prepare(f"configs/pretrain/{dataset}/{method}.yaml")
         cfg = prep.cfg
@@ -117,7 +103,7 @@ MOMENTUM = {"mocov2plus": 0.999, "byol": 0.9}
 def test_ebclr_table1_baselines_carry_the_official_settings(method):
     path = f"configs/ebclr/baselines/fashionmnist-{method}.yaml"
     assert any(path in words for words in
-               (w for c in _commands(RESULTS.read_text()) for w in [_options(c)["--configs"]]))
+               (w for c in _commands() for w in [_options(c)["--configs"]]))
     prep = prepare(path)
     cfg = prep.cfg
     opt = cfg["optimizer"]
