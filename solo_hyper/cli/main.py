@@ -609,15 +609,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def _main(argv: list[str]) -> int:
     from solo_hyper.cli.quiet import filtered_warnings, quiet_run
-    from solo_hyper.config import ConfigError
 
     verbose = wants_verbose(argv)
-    try:
+    try:  # --help and argparse's errors exit in parse, before solo_hyper.config imports torch
         args = parse(argv)
         check_configs_first(args)
-    except ConfigError as err:
+    except ValueError as err:
+        from solo_hyper.config import ConfigError
+
+        if not isinstance(err, ConfigError):
+            raise
         print(f"solo-hyper: error: {err}", file=sys.stderr)
         return 2
+    from solo_hyper.config import ConfigError
     if args.command != "bench":
         # solo-learn's dependencies (pl_bolts, lightning_fabric) warn about themselves at import
         # time (about 14 lines a user can do nothing about): load them once, filtered
