@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks.throughput import time_augmentation  # noqa: E402
 from benchmarks.timing import synchronize  # noqa: E402
 
 
@@ -118,18 +119,7 @@ def run_steps(method: str, batch_size: int, steps: int, device: str, channels_la
         InMemoryImages(images[:n], targets[:n], with_index=True), batch_size=batch_size,
         drop_last=True, collate_fn=_batch_is_ready,
     )  # fmt: skip
-    augment_seconds: list[float] = []
-    crops = model.device_augmentation.crops
-
-    def timed_crops(*args, **kwargs):
-        synchronize(device)
-        t0 = time.perf_counter()
-        out = crops(*args, **kwargs)
-        synchronize(device)
-        augment_seconds.append(time.perf_counter() - t0)
-        return out
-
-    model.device_augmentation.crops = timed_crops
+    augment_seconds = time_augmentation(model, device)
     ends: list[float] = []
     flops = {"n": 0}
 
