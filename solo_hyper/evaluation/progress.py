@@ -36,6 +36,22 @@ class Progress:
         return getattr(self.loader, name)
 
 
+def image_progress(
+    batches: Callable[[], Iterable[tuple[Any, Any]]], total: int, desc: str, enabled: bool = True
+) -> Callable[[], Iterator[tuple[Any, Any]]]:
+    """Batch function ``batches`` with a bar that counts images up to ``total``: for a subset
+    that stops reading its loader early, whose batch count would end the bar part-way."""
+
+    def counted() -> Iterator[tuple[Any, Any]]:
+        with tqdm(total=total, desc=desc, unit="img", leave=False, disable=not enabled,
+                  dynamic_ncols=True) as bar:  # fmt: skip
+            for x, y in batches():
+                yield x, y
+                bar.update(len(y))  # after the consumer is done with the batch
+
+    return counted
+
+
 # whether the evaluation's inner phase lines are printed: a campaign (compare, sweep, reproduce)
 # prints one line per run and phase and shows these only under --verbose
 _DETAILS: ContextVar[bool] = ContextVar("solo_hyper_phase_details", default=True)

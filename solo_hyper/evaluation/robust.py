@@ -44,7 +44,7 @@ from solo_hyper.evaluation.autoattack import AutoAttackSpec
 from solo_hyper.evaluation.diagnostics import Diagnosis, DiagnosticsSpec, diagnose
 from solo_hyper.evaluation.diagnostics import markdown as diagnostics_markdown
 from solo_hyper.evaluation.inference import attacked_at_inference_speed
-from solo_hyper.evaluation.progress import Progress
+from solo_hyper.evaluation.progress import Progress, image_progress
 from solo_hyper.evaluation.robust_cache import EvaluationCache, describe
 from solo_hyper.evaluation.stratified import first, stratified
 from solo_hyper.run.identity import save_torch_atomic, write_json_atomic, write_text_atomic
@@ -392,10 +392,12 @@ def _open_run(checkpoint: str, rcfg: dict, progress: bool = False) -> _Run:
     out = Path(out) if out else resolve_checkpoint(checkpoint).parent / "robust"
     train, val, num_classes = _loaders(cfg, rcfg)
     view = _pixel_view(model)
-    test = _pixel_batches(val, view, "test images", progress)
     images = rcfg["raw"]["evaluation"]["images"]
-    if images is not None:
-        test = stratified(test, images, num_classes)
+    if images is None:
+        test = _pixel_batches(val, view, "test images", progress)
+    else:  # the subset stops reading the loader early: its bar counts images, not batches
+        subset = stratified(_pixel_batches(val, view), images, num_classes)
+        test = image_progress(subset, images, "test images", progress)
     batches = (_pixel_batches(train, view, "train images", progress), test)
     return _Run(model, cfg, ckpt, out, *batches, num_classes)
 

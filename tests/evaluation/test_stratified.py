@@ -35,3 +35,43 @@ def test_the_subset_is_the_first_images_of_each_class_whatever_the_batching():
         assert read[-1] < expected.max()  # stopped once every class had its five
     with pytest.raises(ValueError, match="label 4 outside the 4 classes"):
         first(stratified(lambda: iter([(x[:2], torch.tensor([0, 4]))]), 20, 4))
+
+
+def test_the_subset_bar_counts_its_images_to_the_end(monkeypatch):
+    """The bar of a subset counts images: it ends at the subset's size, where a bar over the
+    loader's batches would stop part-way (the loader is left unread once the quotas fill)."""
+    from solo_hyper.evaluation import progress
+
+    bars = []
+
+    class Bar:  # records what the bar is told (tqdm's own display is rate-limited)
+        def __init__(self, total, **options):
+            self.total, self.n, self.options = total, 0, options
+            bars.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n):
+            self.n += n
+
+    monkeypatch.setattr(progress, "tqdm", Bar)
+    y = torch.arange(400) % 4
+    x = torch.arange(400).float().view(-1, 1)
+    read = []
+
+    def batches():
+        for i in range(0, 400, 64):
+            read.append(i)
+            yield x[i : i + 64], y[i : i + 64]
+
+    subset = stratified(batches, 40, 4)
+    passed = list(progress.image_progress(subset, 40, "test images")())
+    assert [len(b) for _, b in passed] == [len(b) for _, b in subset()] == [40]
+    assert (bars[0].total, bars[0].n, bars[0].options["disable"]) == (40, 40, False)
+    assert read[:1] == [0] and len(read) == 2  # one batch per pass: the loader was left early
+    list(progress.image_progress(subset, 40, "test images", enabled=False)())
+    assert bars[1].options["disable"] is True
