@@ -13,6 +13,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 
+def _bar(iterable: Iterable | None, desc: str, total: int | None, enabled: bool, **extra: Any):
+    """The one style of every bar: on stderr, cleared when done, none when not ``enabled``."""
+    return tqdm(iterable=iterable, desc=desc, total=total, leave=False, disable=not enabled,
+                dynamic_ncols=True, **extra)  # fmt: skip
+
+
 class Progress:
     """``loader`` that draws a tqdm bar on stderr while it is iterated (``enabled=False``: none).
 
@@ -24,10 +30,7 @@ class Progress:
 
     def __iter__(self) -> Iterator:
         total = len(self.loader) if hasattr(self.loader, "__len__") else None
-        yield from tqdm(
-            self.loader, desc=self.desc, total=total, leave=False, disable=not self.enabled,
-            dynamic_ncols=True,
-        )  # fmt: skip
+        yield from _bar(self.loader, self.desc, total, self.enabled)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -43,8 +46,7 @@ def image_progress(
     that stops reading its loader early, whose batch count would end the bar part-way."""
 
     def counted() -> Iterator[tuple[Any, Any]]:
-        with tqdm(total=total, desc=desc, unit="img", leave=False, disable=not enabled,
-                  dynamic_ncols=True) as bar:  # fmt: skip
+        with _bar(None, desc, total, enabled, unit="img") as bar:
             for x, y in batches():
                 yield x, y
                 bar.update(len(y))  # after the consumer is done with the batch
