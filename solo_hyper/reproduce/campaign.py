@@ -606,7 +606,7 @@ def markdown(
                 skip = metric == "-" or (spec.robust and (protocol == "AT") != row.finetune)
                 own, shown = (None, None) if skip else paper.resolve(
                     numbers, spec.name, row.key, column.paper_column, metric, cfg)
-                mark = MARK if spec.robust and _masked(mine, key) else ""
+                mark = MARK if spec.robust and _masked([c.result for c in mine], key) else ""
                 cells_text.append(_stat(measured) + mark + paper.beside(own, shown))
                 if shown is not None and shown.value is not None:
                     values[(column.name, row.key, key)] = shown.value
@@ -637,7 +637,7 @@ def markdown(
     if rows and not spec.robust:
         parts += [notes(rows, [(k, t) for k, t in LINEAR_METRICS]), ""]
     if spec.robust:
-        parts += _diagnostics_text(cells)
+        parts += _diagnostics_text(cells, pixels)
         parts += ["LE: linear head on clean features; r-LE: head trained on PGD-10 examples; AT: "
                   "encoder and head fine-tuned adversarially (Madry et al.); A_nat clean accuracy, "
                   "PGD-20 white-box l_inf accuracy at each eps, AA AutoAttack's (Croce & Hein, "
@@ -671,7 +671,18 @@ def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
     """The controls' lines of a column's table: the untrained backbones (mean ± std over the
     distinct networks), one line per backbone and input where the rows differ in them (EBCLR's
     BatchNorm-free network beside its baselines', RoCL's un-normalised pixels beside SimCLR's),
-    and the raw pixels."""
+    and the raw pixels; a control the diagnostics flagged is marked as a row is."""
+    lines = []
+    for title, results in _controls(group, pixels):
+        lines.append(f"| control: {title} | " + " | ".join(
+            _stat([float(r[k]) for r in results if isinstance(r.get(k), (int, float))])
+            + (MARK if _masked(results, k) else "") for k, _, _ in metrics) + " |")  # fmt: skip
+    return lines
+
+
+def _controls(group: list[Cell], pixels: dict | None) -> list[tuple[str, list[dict]]]:
+    """Each control line's title and results: every distinct untrained network per backbone
+    and input, then the raw pixels."""
     by_network: dict[str, dict[str, dict]] = {}
     texts = {c.row: (_backbone_text(c), _input_text(c)) for c in group}
     vary = [len({t[i] for t in texts.values()}) > 1 for i in (0, 1)]
@@ -679,17 +690,9 @@ def _control_rows(group: list[Cell], metrics, pixels: dict | None) -> list[str]:
         if c.untrained:  # a fine-tuned row's control is its base row's network, other protocol
             text = ", ".join(t for t, v in zip(texts[c.row], vary, strict=True) if v)
             by_network.setdefault(text, {}).setdefault(c.untrained["run_dir"], {}).update(c.untrained)
-    lines = []
-    for text, distinct in by_network.items():
-        title = TITLES[UNTRAINED] + (f", {text}" if text else "")
-        lines.append(f"| control: {title} | " + " | ".join(
-            _stat([float(u[k]) for u in distinct.values() if isinstance(u.get(k), (int, float))])
-            for k, _, _ in metrics) + " |")  # fmt: skip
-    if pixels is not None:
-        lines.append(f"| control: {TITLES[PIXELS]} | " + " | ".join(
-            _stat([float(pixels[k])] if isinstance(pixels.get(k), (int, float)) else [])
-            for k, _, _ in metrics) + " |")  # fmt: skip
-    return lines
+    found = [(TITLES[UNTRAINED] + (f", {text}" if text else ""), list(distinct.values()))
+             for text, distinct in by_network.items()]  # fmt: skip
+    return found + ([(TITLES[PIXELS], [pixels])] if pixels is not None else [])
 
 
 def _input_text(cell: Cell) -> str:
@@ -715,15 +718,17 @@ def _gain_text(group: list[Cell], metrics=None) -> list[str]:
     return [*lines, ""]
 
 
-def _masked(cells: list[Cell], key: str) -> bool:
-    """Whether ``key`` is an attack column of a model the diagnostics flagged in any seed."""
+def _masked(results: list[dict], key: str) -> bool:
+    """Whether ``key`` is an attack column of a model (a row's seeds, a control's networks) the
+    diagnostics flagged in any of ``results``."""
     protocol, _, metric = key.partition(" ")
     return is_attack(metric) and any(
-        str(c.result.get(f"{protocol} masking", "")).startswith("FLAGGED") for c in cells)
+        str(r.get(f"{protocol} masking", "")).startswith("FLAGGED") for r in results)
 
 
-def _diagnostics_text(cells: list[Cell]) -> list[str]:
-    """Each model's gradient-masking verdict over the seeds (robust-eval's diagnostics.md)."""
+def _diagnostics_text(cells: list[Cell], pixels: dict[str, dict] | None = None) -> list[str]:
+    """Each model's gradient-masking verdict over the seeds (robust-eval's diagnostics.md), then
+    each control's over its networks."""
     lines = []
     for row in dict.fromkeys(c.row for c in cells):
         mine = [c for c in cells if c.row is row and c.result]
@@ -739,6 +744,16 @@ def _diagnostics_text(cells: list[Cell]) -> list[str]:
             lines.append(f"- {row.title} ({protocol}): " + ("; ".join(bad) if bad else
                          f"passed (seeds {seeds})") + (f"; stronger attacks than PGD-20: "
                          f"{'; '.join(strength)}" if strength else ""))  # fmt: skip
+    for column in dict.fromkeys(c.column for c in cells):
+        group = [c for c in cells if c.column is column]
+        for title, results in _controls(group, (pixels or {}).get(column.name)):
+            for protocol in ("LE", "r-LE", "AT"):
+                verdicts = [str(r[f"{protocol} masking"]) for r in results if r.get(f"{protocol} masking")]
+                if verdicts:
+                    bad = [v for v in verdicts if v.startswith("FLAGGED")]
+                    lines.append(f"- control: {title} ({protocol}): " + ("; ".join(bad) + (
+                        f" ({len(bad)} of {len(verdicts)} networks)" if len(verdicts) > 1 else "")
+                        if bad else f"passed ({len(verdicts)} network{'s' * (len(verdicts) > 1)})"))
     if not lines:
         return []
     return ["Gradient-masking diagnostics (each run's robust/diagnostics.md, docs/robustness.md: "

@@ -564,8 +564,9 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
     assert metrics["LE AA 8/255"] == "-" and metrics["LE PGD-20 8/255"] == "PGD"
     assert "LE masking" not in metrics  # a verdict, not a number
     rhcl = [c for c in cells if c.row.key == "rhcl"]
-    assert campaign._masked(rhcl, "r-LE AA 8/255") and campaign._masked(rhcl, "r-LE PGD-20 8/255")
-    assert not campaign._masked(rhcl, "r-LE A_nat") and not campaign._masked(rhcl, "LE AA 8/255")
+    seeds = [c.result for c in rhcl]
+    assert campaign._masked(seeds, "r-LE AA 8/255") and campaign._masked(seeds, "r-LE PGD-20 8/255")
+    assert not campaign._masked(seeds, "r-LE A_nat") and not campaign._masked(seeds, "LE AA 8/255")
     text = "\n".join(campaign._diagnostics_text(cells))
     assert "- RHCL (r-LE): seed 1: FLAGGED (unbounded)" in text
     assert "- RoCL (r-LE): passed (seeds 0 1); stronger attacks than PGD-20: seed 0: PGD-200 -0.0, " \

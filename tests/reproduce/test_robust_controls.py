@@ -114,6 +114,31 @@ def test_a_robust_table_shows_its_controls_and_each_rows_gain_over_its_own():
     assert "| SimCLR | AT" not in text  # a row gains only on its own protocol's columns
 
 
+def test_a_control_the_diagnostics_flag_is_marked_and_its_verdict_said():
+    """A masked control (e.g. a linear head on the raw pixels whose input gradients vanish) would
+    otherwise read as a strong baseline: its attack columns carry the mark and the diagnostics
+    list names it, with how many of its networks were flagged."""
+    spec = TABLES["hcl-table3"]
+    column = spec.scales["cpu"][0]
+    rocl = {r.key: r for r in column.rows}["rocl"]
+    cells = [_cell(column, rocl, seed, {"run_dir": f"r{seed}", "r-LE A_nat": 70.0,
+                                        "r-LE PGD-20 8/255": 50.0, "r-LE masking": "passed"},
+                   {"run_dir": f"u{seed}", "r-LE A_nat": 60.0, "r-LE PGD-20 8/255": 30.0,
+                    "r-LE masking": "FLAGGED (black-box)" if seed == 1 else "passed"}, False)
+             for seed in (0, 1, 2)]  # fmt: skip
+    pixels = {"r-LE A_nat": 72.0, "r-LE PGD-20 8/255": 60.0, "r-LE masking": "FLAGGED (unbounded, gradients)"}
+    metrics = campaign._metrics(spec, cells)
+    lines = campaign._control_rows(cells, metrics, pixels)
+    assert lines == ["| control: untrained backbone | 60.00 ± 0.00 | 30.00 ± 0.00* |",
+                     "| control: raw pixels | 72.00 | 60.00* |"]
+    text = "\n".join(campaign._diagnostics_text(cells, {column.name: pixels}))
+    assert "- RoCL (r-LE): passed (seeds 0 1 2)" in text
+    assert "- control: untrained backbone (r-LE): FLAGGED (black-box) (1 of 3 networks)" in text
+    assert "- control: raw pixels (r-LE): FLAGGED (unbounded, gradients)\n" in text + "\n"
+    clean = {"run_dir": "p", "r-LE A_nat": 72.0, "r-LE PGD-20 8/255": 60.0, "r-LE masking": "passed"}
+    assert campaign._control_rows(cells[:1], metrics, clean)[1] == "| control: raw pixels | 72.00 | 60.00 |"
+
+
 def test_robust_overrides_are_checked_before_any_run_and_name_their_own_table(tmp_path):
     with pytest.raises(ConfigError, match="unknown robust-eval config key 'evaluation.atacks'"):
         campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path),
