@@ -750,10 +750,7 @@ def _diagnostics_text(cells: list[Cell], pixels: dict[str, dict] | None = None) 
             for protocol in ("LE", "r-LE", "AT"):
                 verdicts = [str(r[f"{protocol} masking"]) for r in results if r.get(f"{protocol} masking")]
                 if verdicts:
-                    bad = [v for v in verdicts if v.startswith("FLAGGED")]
-                    lines.append(f"- control: {title} ({protocol}): " + ("; ".join(bad) + (
-                        f" ({len(bad)} of {len(verdicts)} networks)" if len(verdicts) > 1 else "")
-                        if bad else f"passed ({len(verdicts)} network{'s' * (len(verdicts) > 1)})"))
+                    lines.append(f"- control: {title} ({protocol}): {_control_verdict(verdicts)}")
     if not lines:
         return []
     return ["Gradient-masking diagnostics (each run's robust/diagnostics.md, docs/robustness.md: "
@@ -762,6 +759,16 @@ def _diagnostics_text(cells: list[Cell], pixels: dict[str, dict] | None = None) 
             f"{MARK} marks the robust columns of a model flagged in any seed. Then the drop "
             "from PGD-20 to PGD-200, to PGD-20 x10 restarts and to AutoAttack, each on its own:",
             "", *lines, ""]  # fmt: skip
+
+
+def _control_verdict(verdicts: list[str]) -> str:
+    """A control's verdict over its networks: the flags and how many networks had them, or
+    'passed (N networks)'."""
+    bad = [v for v in verdicts if v.startswith("FLAGGED")]
+    n = len(verdicts)
+    if not bad:
+        return f"passed ({n} network{'s' * (n > 1)})"
+    return "; ".join(bad) + (f" ({len(bad)} of {n} networks)" if n > 1 else "")
 
 
 def _claims_legend(spec: Table, scale: str, cells: list[Cell]) -> list[str]:
