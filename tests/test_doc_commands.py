@@ -152,10 +152,10 @@ def needs(args: argparse.Namespace, cfgs: list[dict]) -> set[str]:
 
 def check_solo_hyper(cmd: Command) -> set[str]:
     """Parses and loads one ``python -m solo_hyper`` command; returns what it needs to run."""
+    from solo_hyper.campaigns import compare, sweep
     from solo_hyper.cli.main import launch_options, main
     from solo_hyper.cli.run_solo import KNOWN_SCRIPTS, resolve_hydra_args
     from solo_hyper.config import ConfigError
-    from solo_hyper.evaluation import compare, sweep
     from solo_hyper.evaluation.linear import load_linear_config
     from solo_hyper.evaluation.robust import load_robust_config
     from solo_hyper.run.train import prepare

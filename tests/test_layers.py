@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("solo_hyper.methods", "solo_hyper.callbacks"),
     ("solo_hyper.run",),
     ("solo_hyper.evaluation", "solo_hyper.export", "solo_hyper.pretrained"),
-    ("solo_hyper.launch",),  # runs as jobs: worker processes, cluster jobs
+    ("solo_hyper.launch",),  # jobs and where they run: this process, worker processes, cluster jobs
+    ("solo_hyper.campaigns",),  # compare, sweep: runs and controls as jobs, their results read back
     ("solo_hyper.reproduce",),
     ("solo_hyper.cli", "solo_hyper.__main__"),
     ("solo_hyper",),  # the root package alone: its lazy attributes reach the layers below

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solo_hyper.cli import reference
-from solo_hyper.config import pretrain
-from solo_hyper.evaluation import robust
+from solo_hyper.config import pretrain, robust
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"
