@@ -120,7 +120,7 @@ def trained(tmp_path_factory) -> list[str]:
     (its controls left to the test)."""
     folder = tmp_path_factory.mktemp("two-controls")
     config = folder / "hcl.yaml"
-    cfg = tiny_config("hcl", knn_eval={"enabled": False})
+    cfg = tiny_config("hcl", knn_eval={"enabled": False}, checkpoint={"enabled": True})
     cfg["checkpoint"].pop("dir", None)
     config.write_text(yaml.safe_dump(cfg))
     argv = ["compare", "--configs", str(config), "--seeds", "0", "--out", str(folder / "out"),
@@ -162,11 +162,15 @@ def test_two_controls_are_in_flight_at_once_and_each_is_computed_once(trained, l
     assert [d.name.split("-")[0] for d in dirs] == ["pixels", "untrained"]
     # the untrained network and the raw pixels evaluated by two jobs at the same time
     assert {d.name for d in dirs} in seen, seen[-5:]
-    # each by one job only: its announcement and its evaluation's phases once in all the jobs' logs
-    logs = "\n".join(log.read_text() for log in job_logs(out, dirs))
+    # each by its own job only: announced once in all the jobs' output, and evaluated in its own
+    # job's (the evaluation's feature phases: as many lines in each, none elsewhere)
+    own = {d: "\n".join(log.read_text() for log in job_logs(d)) for d in dirs}
     for d in dirs:
-        assert len(re.findall(rf"\[controls [12]/2\] .* -> {re.escape(str(d))}$", logs, re.M)) == 1
-    assert logs.count("[features ") == 2 and "[jobs] waiting" not in logs + err
+        said = "\n".join(own.values())
+        assert len(re.findall(rf"\[controls [12]/2\] .* -> {re.escape(str(d))}$", said, re.M)) == 1
+        assert re.search(rf"-> {re.escape(str(d))}$", own[d], re.M)
+    counts = [text.count("[features ") for text in own.values()]
+    assert counts[0] == counts[1] > 0 and "[jobs] waiting" not in "\n".join(own.values()) + err
     assert "| untrained backbone (each run's network at initialisation) | 1 |" in (out / "results.md").read_text()
     # evaluated and stored: the same command again starts no job
     assert main([*trained, *launch]) == 0
@@ -174,15 +178,11 @@ def test_two_controls_are_in_flight_at_once_and_each_is_computed_once(trained, l
     assert "[jobs] started" not in err and "submitted" not in err
 
 
-def job_logs(out: Path, dirs: list[Path]) -> list[Path]:
-    """Each control job's output: the worker's log beside the directory (``--jobs``), or
-    submitit's stdout and stderr named by ``<directory>.job.json`` (``--executor``)."""
-    found = []
-    for d in dirs:
-        pointer = d.parent / f"{d.name}.job.json"
-        if pointer.is_file():
-            info = json.loads(pointer.read_text())
-            found += [Path(info["stdout"]), Path(info["stderr"])]
-        else:
-            found.append(d.parent / f"{d.name}.log")
-    return found
+def job_logs(control: Path) -> list[Path]:
+    """A control job's output: the worker's log beside the directory (``--jobs``), or submitit's
+    stdout and stderr named by ``<directory>.job.json`` (``--executor``)."""
+    pointer = control.parent / f"{control.name}.job.json"
+    if pointer.is_file():
+        info = json.loads(pointer.read_text())
+        return [Path(info["stdout"]), Path(info["stderr"])]
+    return [control.parent / f"{control.name}.log"]
