@@ -90,6 +90,15 @@ def test_imports_point_down():
     assert not upward, "\n".join(upward)
 
 
+def test_the_executors_import_nothing_of_what_they_run():
+    """``launch`` runs jobs whose steps a campaign hands it: it sits on run (a job's training) and
+    config, and calls evaluation only through those steps, never by an import."""
+    above = ("solo_hyper.evaluation", "solo_hyper.campaigns", "solo_hyper.reproduce", "solo_hyper.cli")
+    found = [f"{a} imports {b}" for a, targets in GRAPH.items() if a.startswith("solo_hyper.launch")
+             for b in targets if b.startswith(above)]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import cycle of ``graph`` (a package's __init__ importing its own submodules and
     those importing siblings through it are still cycles), or None."""
