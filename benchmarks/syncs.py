@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
 # the methods of issue 47's list: the plugin's, the supervised baseline, two of solo's own
 METHODS = ("hcl", "shcl", "rhcl", "rocl", "ebclr", "supervised", "simclr", "byol")
 SMALL = {  # shrinks a shipped config to a few cheap steps; the method's arithmetic is unchanged
-    # the buffer on the training device: a buffer in host memory (the shipped configs'
-    # buffer_device: cpu, for memory) copies its chains to the device and back every step
+    # the buffer on the training device (as the GPU configs): a buffer in host memory
+    # (buffer_device: cpu) copies its chains to the device and back every step
     "ebclr": ["method_kwargs.buffer_size=256", "method_kwargs.sgld_steps=2",
               "method_kwargs.buffer_device=device"],
     "rhcl": ["method_kwargs.steps=2"],
