@@ -10,6 +10,7 @@ without the ranks' vote, rank 1 would stop alone and the two would wait on each 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from test_resume import assert_equal, final_state  # noqa: E402
 # 2 ranks x 16 images a step, 4 steps an epoch, 2 epochs; the signal once 5 steps are done:
 # the vote of step 6's start carries it, both ranks read it at step 7's start (mid-epoch 1)
 RUN = dict(max_epochs=2, limit_train_batches=4, seed=3, devices=2, strategy="ddp",
-           data={"train_subset": 128, "val_subset": 32}, knn_eval={"enabled": False},
+           data={"train_subset": 128, "val_subset": 32}, knn_eval={"enabled": True, "k": 5},
            checkpoint={"enabled": True}, auto_resume={"enabled": True})  # fmt: skip
 STEP = 5
 
@@ -102,6 +103,7 @@ def test_a_sigterm_to_one_rank_stops_both_at_one_step_and_the_resume_is_exact(tm
     code, err = finish(proc, 300)
     assert code == 0, err[-3000:]
     reference = final_state(tmp_path / "reference" / "test-hcl")
+    reference_result = json.loads((tmp_path / "reference" / "test-hcl" / "result.json").read_text())
 
     proc, marker = launch(tmp_path, config, tmp_path / "stopped", STEP)
     deadline = time.time() + 300
@@ -127,3 +129,6 @@ def test_a_sigterm_to_one_rank_stops_both_at_one_step_and_the_resume_is_exact(tm
     assert code == 0, err[-3000:]
     assert f"resuming from {run_dir / 'last.ckpt'} after {STEP + 1} training steps" in err
     assert_equal(final_state(run_dir), reference)
+    result = json.loads((run_dir / "result.json").read_text())
+    # the online kNN's bank of the interrupted epoch came back to each rank from rank 0's file
+    assert result["knn_acc1"] == reference_result["knn_acc1"] is not None
