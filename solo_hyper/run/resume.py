@@ -5,8 +5,8 @@ Two things make that so, both in ``ExactResume``:
 
 * every training batch starts from global random states (torch CPU and CUDA, numpy, python)
   seeded by (seed, epoch, batch index, rank), set when the batch reaches the device (before its
-  augmentation): augmentation (kornia draws from torch's global
-  generator), PGD random starts and anything else drawn from the global generators are a
+  augmentation): augmentation (drawn from torch's global generator of the batch's device),
+  PGD random starts and anything else drawn from the global generators are a
   function of where the run is, never of what ran before in the process (start-up, sanity
   validation, a previous epoch's validation). Streams with their own generators (the EBCLR
   replay buffer's slots, proposal and SGLD noise) travel in the checkpoint instead;
