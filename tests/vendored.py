@@ -31,8 +31,8 @@ def shared_dir() -> Path:
 def absent(what: str, folder: str) -> NoReturn:
     """Skips the test (fails it under CI) for want of ``what`` in ../shared/``folder``."""
     message = (
-        f"{what} not here ({shared_dir()}/{folder}; a clone without ../shared, set "
-        "SOLO_HYPER_SHARED to use them)"
+        f"{what} not here ({shared_dir()}/{folder}: a clone without ../shared; "
+        "SOLO_HYPER_SHARED names another folder that holds it)"
     )
     if os.environ.get("CI"):
         pytest.fail(message)

@@ -319,8 +319,9 @@ HEADER = f"""# Configuration reference
 
 Every command reads one config: its defaults, then a YAML file (`--config FILE`), then
 `dotted.key=value` overrides on the command line (`optimizer.lr=0.5`, `augmentations.0.crop_size=28`).
-The keys are checked against the defaults (an unknown key is refused with the closest name) and
-the values before any work starts. `<i>` in a key is the index of a list entry; a key of type
+The keys are checked against the defaults and, in a pretraining config, the Lightning Trainer keys
+listed below (an unknown key is refused with the closest name), and the values before any work
+starts. `<i>` in a key is the index of a list entry; a key of type
 `mapping` is one row, whose meaning says what its entries may be.
 """
 
