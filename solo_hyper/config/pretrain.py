@@ -17,9 +17,9 @@ from typing import Any
 
 from solo_hyper.augment import DEFAULT_CROP, with_defaults
 from solo_hyper.config.errors import ConfigError, closest
-from solo_hyper.config.loading import check_keys, positive_int_or_none
+from solo_hyper.config.loading import check_keys, load_config, positive_int_or_none
 from solo_hyper.config.schema import Schema, method_schema
-from solo_hyper.config.trainer_keys import REFUSED
+from solo_hyper.config.trainer_keys import REFUSED, trainer_arg_names
 from solo_hyper.data import DATASETS, IDX_SOURCES, holds_idx
 
 DEFAULTS: dict[str, Any] = {
@@ -222,6 +222,21 @@ def complete(cfg: dict, trainer_keys: set[str]) -> dict:
             raise ConfigError(f"augmentations.{i} must be a mapping")
         check_keys(entry, DEFAULT_CROP, "config", prefix=(f"augmentations.{i}",))
     return out
+
+
+def check_pretrain_config(path: str | None, overrides: list[str] = ()) -> None:
+    """The keys and types of a pretraining config (with its overrides), before the frameworks
+    load, against the Trainer arguments read from Lightning's source (``trainer_keys``): raises
+    the same ConfigError the full check would (no Lightning found: nothing checked here, the
+    full check still runs).
+
+    Args:
+        path: the config file (None: the defaults alone).
+        overrides: ``dotted.key=value`` overrides.
+    """
+    names = trainer_arg_names()
+    if names is not None:
+        complete(load_config(path, overrides), set(names))
 
 
 SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFAR stem

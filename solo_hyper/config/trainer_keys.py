@@ -1,7 +1,8 @@
 """Lightning's Trainer keys of a pretraining config: which the loader passes through to the
 Trainer (each with its meaning: the configuration reference lists them), which it refuses, and
 their names read from Lightning's source without importing it, so that a config's keys are
-checked in a command's first seconds, before Lightning and solo-learn load (about 8 s). The full
+checked in a command's first seconds, before Lightning and solo-learn load (about 8 s;
+``config.pretrain.check_pretrain_config``). The full
 check after they load (``run.train.prepare``) uses the installed Trainer's own signature; this
 one only has to be no stricter."""
 
@@ -102,15 +103,3 @@ def trainer_arg_names() -> frozenset[str] | None:
         if source.is_file():
             names |= init_arg_names(source)
     return frozenset(names) or None
-
-
-def check_pretrain_config(path: str | None, overrides: list[str] = ()) -> None:
-    """The keys and types of a pretraining config (with its overrides), before the frameworks
-    load: raises the same ConfigError the full check would (no Lightning found: nothing checked
-    here, the full check still runs)."""
-    from solo_hyper.config.loading import load_config
-    from solo_hyper.config.pretrain import complete
-
-    names = trainer_arg_names()
-    if names is not None:
-        complete(load_config(path, overrides), set(names))
