@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
 def check_configs_first(args: argparse.Namespace) -> None:
     """The pretraining configs a command names, keys and types, checked before solo-learn and
     Lightning load (seconds instead of about ten): a misspelt key is reported at once."""
-    from solo_hyper.config.trainer_keys import check_pretrain_config
+    from solo_hyper.config.pretrain import check_pretrain_config
 
     paths = {"pretrain": [getattr(args, "config", None)], "compare": getattr(args, "configs", None),
              "sweep": getattr(args, "configs", None)}.get(args.command) or []  # fmt: skip

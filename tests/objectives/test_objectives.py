@@ -139,23 +139,49 @@ def test_ebclr_prepare_without_chains_says_where_they_come_from():
         objective.step(net, fixed_batch(objective))
 
 
-def test_the_solo_methods_wrap_the_objectives():
-    """Each registered method's arguments, crops and step are its objective's."""
+@pytest.mark.parametrize("name", sorted(objectives.OBJECTIVES))
+def test_the_solo_method_of_each_name_trains_that_objective(name):
+    """``METHODS[name]``, built as ``pretrain`` builds it, holds the objective of that name with
+    the config's arguments, its crops and pixel space, and its training step's loss is that
+    objective's own ``step`` on the method's network and batch plus solo's online cross-entropy
+    (EBCLR: from the same chain starts)."""
+    import torch.nn.functional as F
     from conftest import tiny_config
 
-    from solo_hyper.methods import DECLARED
     from solo_hyper.run.train import prepare
     from solo_hyper.solo import adapter
 
-    assert set(DECLARED) == set(objectives.OBJECTIVES)
-    for name, objective in objectives.OBJECTIVES.items():
-        prep = prepare(None, base=tiny_config(name, method_kwargs={"buffer_size": 8}
-                                              if name == "ebclr" else {}))  # fmt: skip
-        model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-        assert type(model.objective) is objective and model.args == model.objective.args
-        assert model.args == objective.Args(**prep.cfg["method_kwargs"])
-        assert model.required_crops == objective.required_crops
-        assert model.pixel_space_crops == objective.pixel_space_crops
+    extra = {"ebclr": {"buffer_size": 8, "sgld_steps": 2}, "rhcl": {"steps": 2}, "rocl": {"steps": 2}}
+    prep = prepare(None, base=tiny_config(name, method_kwargs=extra.get(name, {})))
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    objective = objectives.OBJECTIVES[name]
+    assert type(model.objective) is objective and model.args == model.objective.args
+    assert model.args == objective.Args(**prep.cfg["method_kwargs"])
+    assert model.required_crops == objective.required_crops
+    assert model.pixel_space_crops == objective.pixel_space_crops
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(8, 1, 28, 28, generator=g)
+    pixels = [images, images.flip(3)]
+    crops = pixels if objective.pixel_space_crops else [model.normalize_pixels(c) for c in pixels]
+    indexes, targets = torch.arange(8), torch.arange(8) % 10
+    batch = [indexes, crops, targets]
+
+    def inputs(batch: list) -> dict:  # the same chain starts for both steps
+        if name != "ebclr":
+            return {}
+        return {"chains": ReplayChains(model.args, (1, 28, 28), seed=0).draw(batch[1][0])}
+
+    model.step_inputs = inputs
+    torch.manual_seed(1)
+    loss = model.eval().training_step(batch, 0)
+    torch.manual_seed(1)  # eval again: EBCLR's SGLD leaves the network in train mode
+    net = model.eval().objective_net()
+    own, _ = objective(model.args, model.crop_stats).step(net, batch, **inputs(batch))
+    encoded = [model.normalize_pixels(c) for c in pixels]  # what solo's classifier sees
+    with torch.no_grad():
+        ce = sum(F.cross_entropy(model.eval()(x)["logits"], targets) for x in encoded) / 2
+    torch.testing.assert_close(loss, own + ce)
 
 
 def test_readme_objective_loop_runs_as_written():

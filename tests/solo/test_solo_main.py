@@ -25,7 +25,7 @@ from solo_hyper.augment import DEFAULT_CROP
 from solo_hyper.cli.run_solo import resolve_hydra_args, run_solo
 from solo_hyper.config import ConfigError
 from solo_hyper.geometry import make_space
-from solo_hyper.methods import DECLARED
+from solo_hyper.methods import CLASSES
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
 from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS, solo_config
@@ -159,7 +159,7 @@ def _composed(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.parametrize("folder", DATASET_FOLDERS)
-@pytest.mark.parametrize("method", sorted(DECLARED))
+@pytest.mark.parametrize("method", sorted(CLASSES))
 def test_shipped_solo_main_config(folder, method):
     """Every method has a config per dataset, in solo main's schema, that the method accepts."""
     base = SOLO_MAIN_CONFIGS / folder
@@ -177,7 +177,7 @@ def test_shipped_solo_main_config(folder, method):
         for key, fields in SOLO_CROP_KEYS.items():
             assert fields <= set(entry[key]), (key, entry[key])
     on_device = cfg["data"]["augment_on_device"]
-    assert on_device is (DECLARED[method].objective.pixel_space_crops or method == "ebclr")
+    assert on_device is (CLASSES[method].OBJECTIVE.pixel_space_crops or method == "ebclr")
     if on_device and cfg["data"]["dataset"] not in ("cifar10", "cifar100", "stl10"):
         assert cfg["data"]["image_size"] >= crops[0]["crop_size"]
     assert cfg["backbone"]["name"] in set(adapter.SOLO_BACKBONES) | {"small_cnn", "resnet18_nobn"}
@@ -188,7 +188,7 @@ def test_shipped_solo_main_config(folder, method):
 def test_shipped_linear_configs(folder):
     cfg = _composed(SOLO_MAIN_CONFIGS / "linear", f"{folder}.yaml")
     assert cfg["data"]["dataset"] in SOLO_MAIN_DATASETS
-    assert cfg["pretrain_method"] in DECLARED and "pretrained_feature_extractor" in cfg
+    assert cfg["pretrain_method"] in CLASSES and "pretrained_feature_extractor" in cfg
 
 
 def test_hydra_config_paths_are_taken_from_the_working_directory(tmp_path):
@@ -252,7 +252,7 @@ def test_run_solo_runs_the_script_as_main_with_the_methods_registered(tmp_path, 
     assert probe["argv"] == [
         str(script), "--config-path", str(tmp_path / "confs"), "--config-name", "hcl.yaml", str(out),
     ]  # fmt: skip
-    assert set(DECLARED) <= set(probe["methods"])
+    assert set(CLASSES) <= set(probe["methods"])
 
 
 # ------------------------------------------------------------------ solo-learn main installed
@@ -278,7 +278,30 @@ def _kwargs(method: str) -> dict:
 
 
 @needs_main
-@pytest.mark.parametrize("method", sorted(DECLARED))
+def test_solo_main_page_lists_the_trainer_keys_the_loader_passes_through_here():
+    """docs/solo-main.md's table of Lightning 2's Trainer keys is what the reference prints in
+    this environment, and its keys (with the schema's own) are exactly the Trainer arguments the
+    loader accepts here: the others are refused."""
+    import re
+
+    from solo_hyper.cli import reference
+    from solo_hyper.config import pretrain
+
+    names = adapter.trainer_arg_names()
+    table = reference.trainer_table(names)
+    assert "\n".join(table) in (ROOT / "docs" / "solo-main.md").read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \|", "\n".join(table), flags=re.M))
+    base = {"method": "hcl", "data": {"dataset": "fashionmnist"}}
+    for key in sorted(names):
+        if key in listed or key in pretrain.DEFAULTS:
+            pretrain.complete({**base, key: base.get(key, pretrain.DEFAULTS.get(key))}, names)
+        else:
+            with pytest.raises(ConfigError, match=key):
+                pretrain.complete({**base, key: None}, names)
+
+
+@needs_main
+@pytest.mark.parametrize("method", sorted(CLASSES))
 def test_method_follows_solo_mains_contract(method):
     from solo.methods import METHODS
 
@@ -321,7 +344,7 @@ def test_bad_method_kwargs_fail_before_the_backbone_is_built(monkeypatch):
 
 
 @needs_main
-@pytest.mark.parametrize("method", [*sorted(DECLARED), "simclr", "supcon"])
+@pytest.mark.parametrize("method", [*sorted(CLASSES), "simclr", "supcon"])
 def test_fast_dev_run_fit_on_device_crops(method):
     """Un-augmented batches, crops made on the device; no callbacks passed to the Trainer (EBCLR's
     replay buffer comes from the method's configure_callbacks, as under solo's launchers)."""
