@@ -124,8 +124,9 @@ def check_environment(cfg: dict) -> None:
             )
 
 
-NOT_TRAINER = {"logger", "resume_from_checkpoint", "callbacks", "enable_checkpointing",
-               "default_root_dir"}  # fmt: skip
+# the config's own keys of these names (the Trainer's are set by pretrain; trainer_keys.REFUSED
+# refuses the rest of pretrain's own Trainer arguments before any work)
+NOT_TRAINER = {"logger", "resume_from_checkpoint"}
 
 
 def trainer_kwargs(cfg: dict) -> dict:

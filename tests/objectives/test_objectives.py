@@ -239,3 +239,21 @@ def test_crop_statistics_first_made_in_inference_mode_serve_a_training_step():
     x = torch.rand(2, 3, 4, 4, requires_grad=True)
     stats.normalize(x).sum().backward()  # the division saves std for the backward
     torch.testing.assert_close(x.grad, (1 / torch.tensor([0.3, 0.2, 0.1])).view(1, 3, 1, 1).expand_as(x))
+
+
+@pytest.mark.parametrize("sgld_eval_mode", [False, True])
+def test_ebclrs_sampler_leaves_every_submodules_mode_as_it_was(sgld_eval_mode):
+    """A frozen (eval) backbone inside a training head keeps its mode across SGLD, whether the
+    sampler runs in eval mode or not (a fresh Net view is in train mode: restoring its own flag
+    would put the backbone back in train mode)."""
+    from solo_hyper.objectives import EBCLR, EBCLRArgs, Net
+
+    objective = EBCLR(EBCLRArgs(proj_hidden_dim=8, proj_output_dim=4, sgld_steps=1,
+                                sgld_eval_mode=sgld_eval_mode))  # fmt: skip
+    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 6), torch.nn.BatchNorm1d(6))
+    net = Net(encoder, objective.head(6))
+    encoder.eval()
+    before = {name: m.training for name, m in net.named_modules()}
+    x = torch.rand(4, 3, 4, 4) * 2 - 1
+    objective.sample_negatives(net, x, torch.zeros(4), torch.randn(4, 4))
+    assert {name: m.training for name, m in net.named_modules()} == before
