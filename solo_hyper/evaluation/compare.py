@@ -75,8 +75,10 @@ COLUMN_NOTES = {
     "with {delta_distances}: {delta_meaning}",
     "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
     "(protocol in results.csv)",
-    "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
-    "allocations on a GPU, else the process's resident-set high-water mark, reset before each run)",
+    "wall_time_s": "wall time, images/s and peak memory: pretraining (images/s: training images "
+    "over the training steps' time, each step from the previous one's end, data and augmentation "
+    "included, validation not; peak memory: CUDA allocations on a GPU, else the process's "
+    "resident-set high-water mark, reset before each run)",
 }
 DISTANCE_WORDS = {"poincare": "Poincare distances on the ball", "lorentz": "Lorentz (hyperboloid) "
                   "geodesic distances", "euclidean": "Euclidean distances"}  # fmt: skip

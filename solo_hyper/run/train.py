@@ -59,6 +59,7 @@ from solo_hyper.run.progress import StepProgressBar
 from solo_hyper.run.resume import MID_EPOCH_WARNING, ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
+from solo_hyper.run.throughput import Throughput
 from solo_hyper.solo import adapter
 from solo_hyper.solo.baselines import unknown_method_message
 
@@ -140,24 +141,6 @@ def trainer_kwargs(cfg: dict) -> dict:
     else:
         kwargs["strategy"] = adapter.trainer_strategy(kwargs["strategy"])
     return kwargs
-
-
-class Throughput(pl.Callback):
-    """Training images per second, measured over training batches only (no validation)."""
-
-    def __init__(self) -> None:
-        self.images, self.seconds, self._t0 = 0, 0.0, 0.0
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
-        self._t0 = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
-        self.seconds += time.perf_counter() - self._t0
-        self.images += int(batch[0].shape[0]) * trainer.world_size
-
-    @property
-    def images_per_second(self) -> float:
-        return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
 def cluster_plugins() -> list:
