@@ -251,22 +251,23 @@ def test_a_run_over_a_short_time_limit_is_requeued_more_often_than_submitits_def
     assert_resumed_exactly(out, reference, names=(name,))
 
 
-def ddp_config(folder: Path, processes: int) -> Path:
-    """tiny-hcl without BatchNorm and with fixed crops (no randomness that differs between one
-    process and two), global batch 16: ``processes`` ranks of 16 / processes each."""
+def ddp_config(folder: Path, processes: int, epochs: int = 1) -> Path:
+    """tiny-hcl without BatchNorm and with fixed views (the image, and the image mirrored: no
+    randomness that would differ between one process and two), global batch 16: ``processes``
+    ranks of 16 / processes each."""
     from conftest import tiny_config
 
-    fixed = {"crop_size": 28, "num_crops": 2, "rrc": {"enabled": False},
-             "color_jitter": {"prob": 0.0}, "grayscale": {"prob": 0.0},
-             "horizontal_flip": {"prob": 0.0}}  # fmt: skip
-    cfg = tiny_config("hcl", seed=3, max_epochs=1, augmentations=[fixed],
+    fixed = {"crop_size": 28, "num_crops": 1, "rrc": {"enabled": False},
+             "color_jitter": {"prob": 0.0}, "grayscale": {"prob": 0.0}}  # fmt: skip
+    views = [{**fixed, "horizontal_flip": {"prob": 0.0}}, {**fixed, "horizontal_flip": {"prob": 1.0}}]
+    cfg = tiny_config("hcl", seed=3, max_epochs=epochs, augmentations=views,
                       backbone={"name": "small_cnn", "kwargs": {"width": 8, "batch_norm": False}},
                       data={"train_subset": 96, "val_subset": 32},
                       optimizer={"batch_size": 16 // processes}, devices=processes,
                       strategy="ddp" if processes > 1 else None,
                       checkpoint={"enabled": True, "every_n_steps": 2})  # fmt: skip
     cfg["checkpoint"].pop("dir", None)
-    path = folder / f"p{processes}" / "hcl.yaml"
+    path = folder / f"p{processes}e{epochs}" / "hcl.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -295,18 +296,19 @@ def test_a_two_task_ddp_job_under_srun_matches_one_process_on_the_same_global_ba
     err = capsys.readouterr().err
     assert "2 tasks, 0 GPU(s), 2 CPU(s)" in err
     (job,) = new_jobs(slurm, before + 1)  # one job for the run, its two ranks its tasks
-    ranks = [Path(pointer(out, "p2-hcl-s0")["stdout"].replace("_0_log", f"_{t}_log")).read_text()
+    ranks = [Path(pointer(out, "p2e1-hcl-s0")["stdout"].replace("_0_log", f"_{t}_log")).read_text()
              for t in (0, 1)]  # fmt: skip
     for rank, log in enumerate(ranks):
         assert f"global_rank={rank}(2)" in log and "[jobs] waiting" not in log
-    result = json.loads((out / "p2-hcl-s0" / "result.json").read_text())
-    reference = json.loads((out / "p1-hcl-s0" / "result.json").read_text())
+    result = json.loads((out / "p2e1-hcl-s0" / "result.json").read_text())
+    reference = json.loads((out / "p1e1-hcl-s0" / "result.json").read_text())
     assert result["global_step"] == reference["global_step"] == 6
     assert result["machine"]["processes"] == 2 and result["machine"]["threads"] == 1
     for key in ("train_nce_loss_step", "train_nce_loss_epoch", "train_class_loss_epoch"):
         assert result["metrics"][key] == pytest.approx(reference["metrics"][key], rel=1e-5), key
-    ddp, one = final_state(out / "p2-hcl-s0"), final_state(out / "p1-hcl-s0")
+    ddp, one = final_state(out / "p2e1-hcl-s0"), final_state(out / "p1e1-hcl-s0")
     assert ddp["state_dict"].keys() == one["state_dict"].keys()
     for name, weight in ddp["state_dict"].items():
         torch.testing.assert_close(weight, one["state_dict"][name], rtol=1e-4, atol=1e-6,
                                    msg=name)  # fmt: skip
+
