@@ -166,6 +166,14 @@ class SubmittedRun:
         return _submitit().helpers.DelayedSubmission(self)
 
 
+ENDINGS = {
+    "requeued": "SLURM requeued the job itself (scontrol requeue, or a preemption in REQUEUE "
+                "mode): it resumes from its checkpoint when it runs again",
+    "cancelled": "the job was cancelled (scancel): not requeued; the same command resumes the "
+                 "run from its checkpoint",
+}  # fmt: skip
+
+
 def hand_over(name: str, err: stop.Interrupted, requeue, preempt: int) -> None:
     """The end of a job that stopped on a signal (its ``last.ckpt`` written): SLURM's own requeue
     and a user's ``scancel`` only exit; anything else goes to submitit's requeue, which exits
@@ -195,14 +203,6 @@ def hand_over(name: str, err: stop.Interrupted, requeue, preempt: int) -> None:
     sys.exit(err.exit_code)
 
 
-ENDINGS = {
-    "requeued": "SLURM requeued the job itself (scontrol requeue, or a preemption in REQUEUE "
-                "mode): it resumes from its checkpoint when it runs again",
-    "cancelled": "the job was cancelled (scancel): not requeued; the same command resumes the "
-                 "run from its checkpoint",
-}  # fmt: skip
-
-
 def pointer_path(job: Job) -> Path:
     """``<run>.job.json`` beside the run directory: the run's job (id, folder, logs)."""
     return job.run_dir.parent / f"{job.run_dir.name}.job.json"
@@ -214,9 +214,11 @@ def check_tasks(cluster: Cluster, jobs: list[Job]) -> None:
     for job in jobs:
         devices = job.cfg.get("devices")
         if isinstance(devices, int) and not isinstance(devices, bool) and devices != cluster.tasks:
+            fix = (f"tasks_per_job={devices}" if job.cfg.get("accelerator") == "cpu" else
+                   f"gpus_per_job={devices} (one task per GPU)")  # fmt: skip
             raise ConfigError(f"{job.name} trains with devices={devices} (one process each) and "
                               f"the jobs run {cluster.tasks} task(s) per node: give --cluster-set "
-                              f"tasks_per_job={devices}")  # fmt: skip
+                              f"{fix}")  # fmt: skip
 
 
 # sbatch's refusals (SLURM's reasons, as worded from 20.x on) -> what to change

@@ -1,314 +1,106 @@
-"""Campaigns on a real SLURM scheduler (the one-node cluster of tests/slurm_cluster.py, CPU only,
-no accounting database): every way the cluster stops a job ends in the table with weights
-bit-identical to runs never stopped; a second command re-attaches to the jobs of the first; a
-submission sbatch refuses is one sentence naming SLURM's reason and the fix.
-
-Timeouts and preemptions, kept apart: submitit counts a signal as a timeout (against
-``max_timeouts``) when the job has run at least min(0.8 T, T - 10 min) of its time limit T. The
-preemption tests give T = 60 min, so a signal in their first minutes is a preemption; the
-timeout test gives T = 2 min, where that bound is negative, so every signal is a timeout.
-"""
+"""What SLURM says about jobs (solo_hyper/launch/slurm.py), read from the outputs a real SLURM
+gave (22.05, the one-node cluster of tests/slurm_cluster.py): ``squeue`` for the campaign's
+jobs, ``scontrol show job`` for a job's own ending, ``sinfo`` for a partition's nodes. The
+campaigns that run on the real cluster are tests/launch/test_slurm_campaigns.py."""
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import signal
 import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 
 import pytest
-import torch
-import yaml
-from test_cluster import RUN, STEPS
 
-from solo_hyper.cli.main import main
-from solo_hyper.run.lock import holder
+from solo_hyper.launch import slurm
+from solo_hyper.launch.slurm import GONE, QueuedJob, QueueState, own_ending, queue_states
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
-from test_resume import assert_equal, final_state  # noqa: E402
-
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-THREADS = 1  # cpus_per_job: each job's intra-op threads, and the reference's
-JOBS = ["gpus_per_job=0", f"cpus_per_job={THREADS}", "mem_gb=2"]
-PREEMPTIBLE = [*JOBS, "time_min=60"]  # signals in the first minutes are preemptions
-NAMES = ("tiny-hcl-s0", "tiny-hcl-s1")
-TIMING = ("wall_time_s", "images_per_s", "peak_memory_mb")  # the table's columns of this machine
+# squeue --noheader --array --states=all --jobs 12,7 --format=%i|%T|%r
+SQUEUE = "12_1|PENDING|BeginTime\n12_0|RUNNING|None\n7|CANCELLED|None\n"
 
 
-def command(config: Path, out: Path, cluster: list[str] | None, seeds=(0, 1)) -> list[str]:
-    argv = ["compare", "--configs", str(config), "--seeds", *map(str, seeds), "--out", str(out),
-            "--quiet", "--no-eval", "--no-plots", "--no-controls"]  # fmt: skip
-    return argv + (["--executor", "slurm", "--cluster-set", *cluster] if cluster else [])
+def answers(monkeypatch, stdout: str = "", returncode: int = 0, stderr: str = "") -> list:
+    """SLURM's commands answer ``stdout`` (or fail); returns the commands asked."""
+    asked = []
+
+    def run(command):
+        asked.append(command)
+        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+    monkeypatch.setattr(slurm, "_run", run)
+    return asked
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory) -> Path:
-    """tiny-hcl: 2 epochs of 20 steps, last.ckpt every 2 steps (test_cluster's runs)."""
-    from conftest import tiny_config
-
-    path = tmp_path_factory.mktemp("configs") / "tiny" / "hcl.yaml"
-    path.parent.mkdir()
-    cfg = tiny_config("hcl", **RUN)
-    cfg["checkpoint"].pop("dir", None)
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+def test_one_squeue_gives_every_job_of_several_arrays_and_its_reason(monkeypatch):
+    asked = answers(monkeypatch, SQUEUE)
+    states = queue_states(["12_0", "12_1", "7"])
+    assert len(asked) == 1 and "12,7" in asked[0] and "--states=all" in asked[0]
+    assert states == {"12_1": QueueState("PENDING", "BeginTime"), "12_0": QueueState("RUNNING"),
+                      "7": QueueState("CANCELLED")}  # fmt: skip
+    assert states["12_1"].live and not states["7"].live
+    assert states["12_1"].describe() == "PENDING (BeginTime)"
 
 
-@pytest.fixture(scope="module")
-def reference(config, tmp_path_factory) -> Path:
-    """The campaign never stopped, in this process with the jobs' thread count."""
-    out = tmp_path_factory.mktemp("reference") / "out"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        assert main(command(config, out, None)) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return out
+def test_jobs_squeue_no_longer_knows_are_gone_and_a_silent_controller_is_no_answer(monkeypatch):
+    answers(monkeypatch, returncode=1, stderr="slurm_load_jobs error: Invalid job id specified")
+    assert queue_states(["3_0"]) == {}
+    answers(monkeypatch, returncode=1, stderr="slurm_load_jobs error: Socket timed out")
+    assert queue_states(["3_0"]) is None
 
 
-def pointer(out: Path, name: str) -> dict | None:
-    try:
-        return json.loads((out / f"{name}.job.json").read_text())
-    except (OSError, ValueError):
-        return None
+def test_the_watcher_ends_a_job_that_left_the_queue_without_a_result(monkeypatch, tmp_path):
+    """A killed job's array element that squeue no longer lists ended; one still pending has
+    not; no sacct is asked."""
+    monkeypatch.setattr(QueuedJob, "watcher", slurm.QueueWatcher(delay_s=15))  # this test's jobs
+    asked = answers(monkeypatch, "40_1|PENDING|Priority\n")
+    gone, pending = (QueuedJob(folder=tmp_path, job_id=f"40_{i}") for i in (0, 1))
+    assert gone.done(force_check=True) and gone.queue_state().state == GONE
+    assert not pending.done(force_check=True) and pending.queue_state().live
+    assert asked and all(command[0] == "squeue" for command in asked)
 
 
-def job_log(out: Path, name: str) -> str:
-    p = pointer(out, name)
-    return Path(p["stdout"]).read_text() + Path(p["stderr"]).read_text()
-
-
-def training(out: Path, name: str) -> str | None:
-    """The job id of ``name`` once its job has written a step checkpoint."""
-    p = pointer(out, name)
-    return p["job_id"] if p and (out / name / "last.ckpt").is_file() and holder(out / name) else None
-
-
-def table(out: Path) -> list[dict]:
-    with open(out / "results.csv") as f:
-        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(f)]
-
-
-def assert_resumed_exactly(out: Path, reference: Path, names=NAMES) -> None:
-    for name in names:
-        result = json.loads((out / name / "result.json").read_text())
-        assert result["finished"] and result["global_step"] == STEPS
-        assert 0 < result["resumed_at_step"] < STEPS, name  # stopped mid-run, resumed from there
-        assert_equal(final_state(out / name), final_state(reference / name))
-
-
-def new_jobs(slurm, since: int) -> set[str]:
-    return {job for job in slurm.jobs() if int(job.split("_")[0]) >= since}
-
-
-def last_job(slurm) -> int:
-    return max((int(job.split("_")[0]) for job in slurm.jobs()), default=0)
-
-
-def test_a_submission_sbatch_refuses_is_one_sentence_with_slurms_reason_and_the_fix(
-    slurm, config, tmp_path, capsys, fashion_mnist_available
+@pytest.mark.parametrize("fields, restarts, ending", [
+    # scontrol requeue: the restart count went up before the job got SIGTERM
+    ({"JobState": "COMPLETING", "Reason": "None", "Restarts": "1"}, None, "requeued"),
+    # the second requeue of a job SLURM_RESTART_COUNT=1 says was requeued once
+    ({"JobState": "COMPLETING", "Reason": "None", "Restarts": "2"}, "1", "requeued"),
+    # scancel of a job requeued once before
+    ({"JobState": "COMPLETING", "Reason": "None", "Restarts": "1"}, "1", "cancelled"),
+    ({"JobState": "COMPLETING", "Reason": "TimeLimit", "Restarts": "0"}, None, "time limit"),
+    ({"JobState": "RUNNING", "Reason": "None", "Restarts": "0"}, None, "running"),
+])  # fmt: skip
+def test_a_job_reads_what_slurm_does_to_it_from_its_state_reason_and_restarts(
+    monkeypatch, fields, restarts, ending
 ):
-    """The default cluster parameters ask each job for a GPU; the test partition has none."""
-    before = last_job(slurm)
-    assert main(command(config, tmp_path / "out", ["cpus_per_job=1", "mem_gb=2"])) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err and not captured.out, captured
-    assert "SLURM refused the submission, nothing was submitted" in lines[0]
-    assert "generic resource" in lines[0] and "--cluster-set gpus_per_job=0" in lines[0]
-    assert not new_jobs(slurm, before + 1)
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    if restarts is None:
+        monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    else:
+        monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
+    line = " ".join(f"{k}={v}" for k, v in {"JobId": "41", **fields}.items())
+    answers(monkeypatch, line + "\n")
+    assert own_ending() == ending
 
 
-def test_a_preempted_job_and_one_slurm_requeued_resume_exactly_and_a_second_command_reattaches(
-    slurm, config, reference, tmp_path, capsys, fashion_mnist_available
-):
-    """Seed 0's job gets submitit's preemption signal (USR2), seed 1's is requeued by SLURM itself
-    (``scontrol requeue``: SIGTERM, then back in the queue). The command that submitted them is
-    stopped with Ctrl-C meanwhile; the same command started again waits for the same two jobs,
-    submits nothing, and writes the table of the runs never stopped."""
-    out = tmp_path / "out"
-    argv = command(config, out, PREEMPTIBLE)
-    first = subprocess.Popen([sys.executable, "-m", "solo_hyper", *argv], text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    try:
-        preempted = slurm.wait_for(lambda: training(out, NAMES[0]), "seed 0's first checkpoint")
-        requeued = slurm.wait_for(lambda: training(out, NAMES[1]), "seed 1's first checkpoint")
-        slurm.run("scancel", "--signal=USR2", preempted)
-        slurm.run("scontrol", "requeue", requeued)
-        first.send_signal(signal.SIGINT)
-        _, err = first.communicate(timeout=120)
-    finally:
-        first.kill()
-    array = preempted.split("_")[0]
-    assert first.returncode == 128 + signal.SIGINT, err
-    assert f"the 2 SLURM job(s) go on (job {array})" in err and f"'scancel {array}'" in err
-
-    capsys.readouterr()
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert "2 run(s) already have a job queued or running: waiting for them" in err
-    assert "nothing to submit" in err and "submitted" not in err
-    assert new_jobs(slurm, int(array)) == {preempted, requeued}  # one job per run, ever
-    assert [pointer(out, name)["job_id"] for name in NAMES] == [preempted, requeued]
-
-    preempted_log, requeued_log = job_log(out, NAMES[0]), job_log(out, NAMES[1])
-    assert "SIGUSR2" in preempted_log and "this job is preempted" in preempted_log
-    assert "Requeued job" in preempted_log and "(30 remaining timeouts)" in preempted_log
-    assert "SLURM requeued the job itself" in requeued_log
-    assert "CalledProcessError" not in requeued_log and "Requeued job" not in requeued_log
-    assert_resumed_exactly(out, reference)
-    assert table(out) == table(reference)
+def test_an_array_element_asks_for_itself_not_its_whole_array(monkeypatch):
+    """``scontrol show job 6`` lists every element of array 6: the element asks for 6_1."""
+    monkeypatch.setenv("SLURM_JOB_ID", "6")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "6")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    asked = answers(monkeypatch, "JobId=6 ArrayJobId=6 ArrayTaskId=1 JobState=COMPLETING "
+                                 "Reason=None Restarts=0\n")  # fmt: skip
+    assert own_ending() == "cancelled" and asked[0][-1] == "6_1"
 
 
-def test_a_killed_job_is_reported_with_its_log_a_cancelled_one_as_cancelled_and_both_resume(
-    slurm, config, reference, tmp_path, capsys, fashion_mnist_available
-):
-    """Seed 0's job step is killed outright (SIGKILL: no checkpoint of its own, no result), seed
-    1's job is cancelled by its user (plain ``scancel``: SIGTERM, then KILL): the campaign waits
-    for both, reports the first as failed with its log and the second as cancelled (not
-    requeued), and the same command resumes both from their last checkpoints."""
-    out = tmp_path / "out"
-    argv = command(config, out, PREEMPTIBLE)
-    killed, cancelled = [], []
-
-    def stop(name: str, how: list[str], done: list) -> None:
-        job = slurm.wait_for(lambda: training(out, name), f"{name}'s first checkpoint")
-        slurm.run("scancel", *how(job))
-        done.append(job)
-
-    threads = [threading.Thread(target=stop, args=(NAMES[0], lambda j: ["--signal=KILL", f"{j}.0"],
-                                                   killed), daemon=True),
-               threading.Thread(target=stop, args=(NAMES[1], lambda j: [j], cancelled),
-                                daemon=True)]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    capsys.readouterr()
-    assert main(argv) == 1
-    for thread in threads:
-        thread.join(timeout=10)
-    err = capsys.readouterr().err
-    assert killed and cancelled, err
-    log = pointer(out, NAMES[0])["stderr"]
-    assert f"[jobs] {NAMES[0]} FAILED: SLURM job {killed[0]} ended FAILED" in err
-    assert "without a result: killed" in err and f"see {log}" in err
-    assert f"[jobs] {NAMES[1]} CANCELLED: SLURM job {cancelled[0]} was cancelled (scancel)" in err, err
-    assert "1 run(s) failed and 1 cancelled" in err and f"{NAMES[0]}: {log}" in err, err
-    assert slurm.jobs()[cancelled[0]] == "CANCELLED"  # not requeued
-    assert "the job was cancelled (scancel): not requeued" in job_log(out, NAMES[1])
-    assert not (out / "results.csv").exists()
-
-    capsys.readouterr()
-    assert main(argv) == 0
-    assert "[slurm] submitted 2 job(s)" in capsys.readouterr().err
-    assert_resumed_exactly(out, reference)
+def test_outside_slurm_a_job_knows_nothing(monkeypatch):
+    for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(key, raising=False)
+    assert own_ending() is None
 
 
-def test_a_run_over_a_short_time_limit_is_requeued_more_often_than_submitits_default_allows(
-    slurm, config, reference, tmp_path, capsys, fashion_mnist_available
-):
-    """A 2-minute time limit: each time the job has written a checkpoint of its own, it gets the
-    time limit's signal (USR2, as SLURM sends it ``signal_delay_s`` before the limit), four
-    times; submitit's default (``max_num_timeout`` 3) would give up at the fourth, the cluster's
-    ``max_timeouts`` (30) lets the run finish."""
-    out = tmp_path / "out"
-    name = "tiny-hcl-s0"
-    argv = command(config, out, [*JOBS, "time_min=2", "signal_delay_s=1"], seeds=(0,))
-    signalled: list[int] = []
-
-    def time_limits(count: int) -> None:
-        """One signal per job start (a new process holding the run), once it has trained on."""
-        seen: dict[int, float] = {}
-        deadline = time.time() + 900
-        while len(signalled) < count and time.time() < deadline:
-            info, ckpt, job = holder(out / name), out / name / "last.ckpt", pointer(out, name)
-            pid = int(info["pid"]) if info else None
-            if pid is not None and pid not in signalled and job:
-                seen.setdefault(pid, time.time())
-                if ckpt.is_file() and ckpt.stat().st_mtime > seen[pid]:
-                    done = subprocess.run(["scancel", "--signal=USR2", job["job_id"]],
-                                          capture_output=True)  # fmt: skip
-                    if done.returncode == 0:
-                        signalled.append(pid)
-            time.sleep(0.05)
-
-    driver = threading.Thread(target=time_limits, args=(4,), daemon=True)
-    driver.start()
-    assert main(argv) == 0
-    driver.join(timeout=10)
-    assert len(signalled) == 4
-    log = Path(pointer(out, name)["stdout"]).read_text()  # submitit's INFO lines
-    assert log.count("Job has timed out") == 4 and "Job has not timed out" not in log
-    assert "(26 remaining timeouts)" in log  # 30, less the four
-    assert_resumed_exactly(out, reference, names=(name,))
-
-
-def ddp_config(folder: Path, processes: int, epochs: int = 1) -> Path:
-    """tiny-hcl without BatchNorm and with fixed views (the image, and the image mirrored: no
-    randomness that would differ between one process and two), global batch 16: ``processes``
-    ranks of 16 / processes each."""
-    from conftest import tiny_config
-
-    fixed = {"crop_size": 28, "num_crops": 1, "rrc": {"enabled": False},
-             "color_jitter": {"prob": 0.0}, "grayscale": {"prob": 0.0}}  # fmt: skip
-    views = [{**fixed, "horizontal_flip": {"prob": 0.0}}, {**fixed, "horizontal_flip": {"prob": 1.0}}]
-    cfg = tiny_config("hcl", seed=3, max_epochs=epochs, augmentations=views,
-                      backbone={"name": "small_cnn", "kwargs": {"width": 8, "batch_norm": False}},
-                      data={"train_subset": 96, "val_subset": 32},
-                      optimizer={"batch_size": 16 // processes}, devices=processes,
-                      strategy="ddp" if processes > 1 else None,
-                      checkpoint={"enabled": True, "every_n_steps": 2})  # fmt: skip
-    cfg["checkpoint"].pop("dir", None)
-    path = folder / f"p{processes}e{epochs}" / "hcl.yaml"
-    path.parent.mkdir(parents=True)
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def test_a_two_task_ddp_job_under_srun_matches_one_process_on_the_same_global_batch(
-    slurm, tmp_path, capsys, fashion_mnist_available
-):
-    """One SLURM job of 2 tasks (``tasks_per_job=2``, CPUs only, gloo): ranks, world size and the
-    DDP address come from SLURM (Lightning's SLURMEnvironment under srun), rank 0 alone holds the
-    run and writes it; after 6 steps its loss and weights are those of one process that trained
-    on the same global batch of 16 (the DDP oracle of tests/methods/test_ddp.py, end to end)."""
-    out = tmp_path / "out"
-    single = ddp_config(tmp_path, 1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        assert main(command(single, out, None, seeds=(0,))) == 0
-    finally:
-        torch.set_num_threads(threads)
-    before = last_job(slurm)
-    two = ddp_config(tmp_path, 2)
-    cluster = ["gpus_per_job=0", "tasks_per_job=2", "cpus_per_job=2", "mem_gb=4", "time_min=60"]
-    capsys.readouterr()
-    assert main(command(two, out, cluster, seeds=(0,))) == 0
-    err = capsys.readouterr().err
-    assert "2 tasks, 0 GPU(s), 2 CPU(s)" in err
-    (job,) = new_jobs(slurm, before + 1)  # one job for the run, its two ranks its tasks
-    ranks = [Path(pointer(out, "p2e1-hcl-s0")["stdout"].replace("_0_log", f"_{t}_log")).read_text()
-             for t in (0, 1)]  # fmt: skip
-    for rank, log in enumerate(ranks):
-        assert f"global_rank={rank}(2)" in log and "[jobs] waiting" not in log
-    result = json.loads((out / "p2e1-hcl-s0" / "result.json").read_text())
-    reference = json.loads((out / "p1e1-hcl-s0" / "result.json").read_text())
-    assert result["global_step"] == reference["global_step"] == 6
-    assert result["machine"]["processes"] == 2 and result["machine"]["threads"] == 1
-    for key in ("train_nce_loss_step", "train_nce_loss_epoch", "train_class_loss_epoch"):
-        assert result["metrics"][key] == pytest.approx(reference["metrics"][key], rel=1e-5), key
-    ddp, one = final_state(out / "p2e1-hcl-s0"), final_state(out / "p1e1-hcl-s0")
-    assert ddp["state_dict"].keys() == one["state_dict"].keys()
-    for name, weight in ddp["state_dict"].items():
-        torch.testing.assert_close(weight, one["state_dict"][name], rtol=1e-4, atol=1e-6,
-                                   msg=name)  # fmt: skip
-
+@pytest.mark.parametrize("sinfo, partition, largest", [
+    ("2|23081|(null)|local*\n", None, (2, 23081, 0)),
+    ("64|512000|gpu:a100:4(S:0-1)|gpu\n32|256000+|gpu:2,mps:100|gpu\n", "gpu", (64, 512000, 4)),
+    ("8|16000|(null)|cpu*\n64|512000|gpu:8|gpu\n", None, (8, 16000, 0)),  # the default one
+])  # fmt: skip
+def test_the_largest_node_of_a_partition_from_sinfo(monkeypatch, sinfo, partition, largest):
+    answers(monkeypatch, sinfo)
+    assert slurm.largest_node(partition) == largest
