@@ -5,8 +5,11 @@ in a training step stops the host until the device has computed the value, so th
 queue its next kernels ahead. ``HostReads`` records every such read while it is active: the
 dispatcher's ``aten._local_scalar_dense`` (what every scalar read becomes) and spies on the Python
 methods (``tolist`` and ``numpy`` of a CPU tensor never reach the dispatcher), each read with the
-line of code that made it. On the CPU this sees the reads; it cannot see host-to-device copies or
-``torch.cuda.mem_get_info``, which ``torch.cuda.set_sync_debug_mode("error")`` catches on a GPU.
+line of code that made it, and every copy of a tensor from another device onto the CPU
+(``aten._to_copy`` or ``aten.copy_``: the host waits for the value just the same). On the CPU
+there is no such copy to see (tests find them on the ``meta`` device, which holds no data); it
+cannot see host-to-device copies or ``torch.cuda.mem_get_info``, which
+``torch.cuda.set_sync_debug_mode("error")`` catches on a GPU.
 """
 
 from __future__ import annotations
@@ -49,17 +52,34 @@ def _frames() -> tuple[str, str]:
     return "?", origin
 
 
+def _is_cpu(device: Any) -> bool:
+    return device is not None and torch.device(device).type == "cpu"
+
+
+def copies_to_host(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a dispatched op copies a tensor of another device onto the CPU."""
+    if func is torch.ops.aten._to_copy.default:
+        return _is_cpu(kwargs.get("device")) and not _is_cpu(args[0].device)
+    if func is torch.ops.aten.copy_.default:
+        return _is_cpu(args[0].device) and not _is_cpu(args[1].device)
+    return False
+
+
 class _ScalarReads(TorchDispatchMode):
-    """Sees every ``aten._local_scalar_dense`` (the dispatcher's side of a scalar read)."""
+    """Sees every ``aten._local_scalar_dense`` (the dispatcher's side of a scalar read) and every
+    copy onto the CPU from another device."""
 
     def __init__(self, counter: HostReads) -> None:
         super().__init__()
         self.counter = counter
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default:
             self.counter._record("aten._local_scalar_dense")
-        return func(*args, **(kwargs or {}))
+        elif copies_to_host(func, args, kwargs):
+            self.counter._record(f"{func.overloadpacket} to the CPU")
+        return func(*args, **kwargs)
 
 
 class HostReads:

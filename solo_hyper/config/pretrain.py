@@ -76,9 +76,12 @@ DEFAULTS: dict[str, Any] = {
     "nan_guard": {"enabled": True},
     # how the step runs, not what it computes (run.layout, docs/performance.md): weights in
     # channels-last memory; the backbone compiled with torch.compile (opt-in: it did not pay on
-    # the measured CPU, see docs/performance.md)
+    # the measured CPU, see docs/performance.md); on CUDA, TF32 matmuls and convolutions and
+    # cuDNN's algorithm search
     "channels_last": False,
     "compile": False,
+    "tf32": True,
+    "cudnn_benchmark": True,
     # Lightning Trainer keys (any other Trainer argument is accepted too)
     "max_epochs": 100,
     "devices": 1,
@@ -171,6 +174,8 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "nan_guard.enabled": ("bool", "stop the run at a non-finite loss: recorded on the device each step, read at logging steps and before every checkpoint, so no checkpoint holds its update (docs/performance.md)"),
     "channels_last": ("bool", "train the backbone and the crops in channels-last memory (how the step runs, not what it computes: not part of the run's identity)"),
     "compile": ("bool", "compile the backbone with torch.compile (opt-in; not part of the run's identity; docs/performance.md says where it pays)"),
+    "tf32": ("bool", "on CUDA, float32 matmuls and convolutions on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32); false: full float32. Not part of the run's identity; nothing on the CPU"),
+    "cudnn_benchmark": ("bool", "on CUDA, cuDNN times its convolution algorithms for the step's shapes once (torch.backends.cudnn.benchmark). Not part of the run's identity; nothing on the CPU"),
     "max_epochs": ("int", "Lightning Trainer: epochs of training"),
     "devices": ("int | list[int] | str", "Lightning Trainer: devices per node"),
     "accelerator": ("str", "Lightning Trainer: auto | cpu | gpu | ..."),

@@ -77,7 +77,8 @@ class EBCLRArgs(SpaceArgs):
         buffer_size: chains in the replay buffer; None: the official 50,000 for images of up
             to 32 px, fewer for larger images (as many as fit in the official buffer's 614 MB:
             ``sgld.default_capacity``).
-        buffer_device: where the buffer lives: cpu | device (the model's device).
+        buffer_device: where the buffer lives: cpu | device (the model's device: on a GPU no
+            host copy per step; the GPU configs' choice, its memory checked before the run).
         buffer_init_count: kappa, the use count of the initial chains (the official 5: the
             noise starts at sigma_min).
         buffer_seed: seed of the buffer's draws; None: the run's seed (each DDP rank adds its

@@ -53,7 +53,7 @@ from solo_hyper.run.identity import (
     float32_value,
     write_json_atomic,
 )
-from solo_hyper.run.layout import TrainingLayout
+from solo_hyper.run.layout import training_layout
 from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
 from solo_hyper.run.progress import StepProgressBar
@@ -280,8 +280,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
                  *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
-    if cfg["channels_last"] or cfg["compile"]:
-        callbacks.append(TrainingLayout(cfg["channels_last"], cfg["compile"]))
+    callbacks.append(training_layout(cfg))
     # a method's own callbacks (EBCLR: its replay buffer) come from its configure_callbacks
     run_loggers = build_loggers(cfg, run_dir, info)
     if run_loggers:

@@ -171,3 +171,45 @@ def test_readme_objective_loop_runs_as_written():
     exec(compile(code, "README.md (the methods in plain PyTorch)", "exec"), scope)
     assert torch.isfinite(scope["loss"]) and "ebclr_disc" in scope["metrics"]
     assert float(scope["chains"].buffer.counts.max()) > scope["chains"].buffer.init_count
+
+
+def test_crop_statistics_are_made_once_per_device_and_dtype():
+    """A later normalisation dispatches its arithmetic alone (no tensor made, nothing copied from
+    the host), whichever CropStats of the same values asks; another dtype gets its own."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from solo_hyper.objectives import CropStats
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    stats = (0.4, 0.3, 0.2), (0.25, 0.5, 0.75)
+    x = torch.rand(2, 3, 4, 4)
+    first = CropStats(*stats).normalize(x)
+    with Ops() as seen:
+        again = CropStats(*stats).normalize(x)
+    assert seen.ops == ["aten.sub", "aten.div"]
+    assert torch.equal(first, again)
+    expected = (x - torch.tensor(stats[0]).view(1, 3, 1, 1)) / torch.tensor(stats[1]).view(1, 3, 1, 1)
+    torch.testing.assert_close(first, expected, atol=0, rtol=0)
+    mean, std = CropStats(*stats).like(x.double())
+    assert mean.dtype == std.dtype == torch.float64 and CropStats(*stats).like(x)[0] is not mean
+    meta = CropStats(*stats).like(torch.empty(1, 3, 2, 2, device="meta"))
+    assert [t.device.type for t in meta] == ["meta", "meta"]
+
+
+def test_crop_statistics_first_made_in_inference_mode_serve_a_training_step():
+    from solo_hyper.objectives import CropStats
+
+    stats = CropStats((0.1, 0.2, 0.3), (0.3, 0.2, 0.1))  # values no other test uses: made here
+    with torch.inference_mode():
+        stats.normalize(torch.rand(2, 3, 4, 4))
+    x = torch.rand(2, 3, 4, 4, requires_grad=True)
+    stats.normalize(x).sum().backward()  # the division saves std for the backward
+    torch.testing.assert_close(x.grad, (1 / torch.tensor([0.3, 0.2, 0.1])).view(1, 3, 1, 1).expand_as(x))
