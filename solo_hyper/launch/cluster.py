@@ -338,7 +338,8 @@ def ending(sub) -> tuple[str, str]:
     except Exception as err:  # submitit's FailedJobError / UncompletedJobError
         text = str(err).strip()
         trace = text.split("-" * 22)[1] if text.count("-" * 22) >= 2 else text
-        return "failed", (trace.strip().splitlines() or [""])[-1][:200]
+        last = (trace.strip().splitlines() or [""])[-1]
+        return "failed", last if len(last) <= 300 else last[:299] + "…"
 
 
 def wait(jobs: list[Job], submitted: list, log: Callable[[str], None],
@@ -384,12 +385,13 @@ def run_cluster(kind: str, cluster: Cluster, jobs: list[Job], folder: Path,
         log(f"[slurm] {len(attached)} run(s) already have a job queued or running: waiting for "
             f"them ({found}); " + (f"submitting the other {left}" if left else "nothing to submit"))
     todo = [job for job in jobs if job.name not in attached]
-    new = iter(submit(kind, cluster, todo, folder, log) if todo else [])
-    submitted = [attached[job.name][0] if job.name in attached else next(new) for job in jobs]
+    submitted = [sub for sub, _ in attached.values()]
     try:
+        new = iter(submit(kind, cluster, todo, folder, log) if todo else [])
+        submitted = [attached[job.name][0] if job.name in attached else next(new) for job in jobs]
         return wait(jobs, submitted, log)
     except stop.Interrupted as err:
-        if kind != "slurm":
+        if kind != "slurm" or not submitted:
             raise
         raise stop.Interrupted(err.signum, going_on(submitted)) from None
 

@@ -270,7 +270,8 @@ def ddp_config(folder: Path, processes: int, epochs: int = 1) -> Path:
                       data={"train_subset": 96, "val_subset": 32},
                       optimizer={"batch_size": 16 // processes}, devices=processes,
                       strategy="ddp" if processes > 1 else None,
-                      checkpoint={"enabled": True, "every_n_steps": 2})  # fmt: skip
+                      checkpoint={"enabled": True, "every_n_steps": 2},
+                      auto_resume={"enabled": True})  # fmt: skip
     cfg["checkpoint"].pop("dir", None)
     path = folder / f"p{processes}e{epochs}" / "hcl.yaml"
     path.parent.mkdir(parents=True)
@@ -278,42 +279,60 @@ def ddp_config(folder: Path, processes: int, epochs: int = 1) -> Path:
     return path
 
 
-def test_a_two_task_ddp_job_under_srun_matches_one_process_on_the_same_global_batch(
+def test_a_two_task_ddp_job_under_srun_preempted_once_matches_one_process_on_the_global_batch(
     slurm, tmp_path, capsys, fashion_mnist_available
 ):
     """One SLURM job of 2 tasks (``tasks_per_job=2``, CPUs only, gloo): ranks, world size and the
     DDP address come from SLURM (Lightning's SLURMEnvironment under srun), rank 0 alone holds the
-    run and writes it; after 6 steps its loss and weights are those of one process that trained
-    on the same global batch of 16 (the DDP oracle of tests/methods/test_ddp.py, end to end)."""
+    run and writes it. submitit's preemption signal mid-run reaches both tasks (``scancel
+    --signal`` signals every task); the ranks agree on the step they stop at, so the checkpoint
+    is whole and nothing hangs; rank 0 requeues the job, and the requeued job resumes on both
+    ranks. After its 12 steps its loss and weights are those of one process that trained on the
+    same global batch of 16 (the DDP oracle of tests/methods/test_ddp.py, end to end)."""
     out = tmp_path / "out"
-    single = ddp_config(tmp_path, 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert main(command(single, out, None, seeds=(0,))) == 0
+        assert main(command(ddp_config(tmp_path, 1, epochs=2), out, None, seeds=(0,))) == 0
     finally:
         torch.set_num_threads(threads)
     before = last_job(slurm)
-    two = ddp_config(tmp_path, 2)
+    two = ddp_config(tmp_path, 2, epochs=2)
     cluster = ["gpus_per_job=0", "tasks_per_job=2", "cpus_per_job=2", "mem_gb=4", "time_min=60"]
-    capsys.readouterr()
-    assert main(command(two, out, cluster, seeds=(0,))) == 0
-    err = capsys.readouterr().err
-    assert "2 tasks, 0 GPU(s), 2 CPU(s)" in err
-    (job,) = new_jobs(slurm, before + 1)  # one job for the run, its two ranks its tasks
-    ranks = [Path(pointer(out, "p2e1-hcl-s0")["stdout"].replace("_0_log", f"_{t}_log")).read_text()
-             for t in (0, 1)]  # fmt: skip
-    for rank, log in enumerate(ranks):
-        assert f"global_rank={rank}(2)" in log and "[jobs] waiting" not in log
-    result = json.loads((out / "p2e1-hcl-s0" / "result.json").read_text())
-    reference = json.loads((out / "p1e1-hcl-s0" / "result.json").read_text())
-    assert result["global_step"] == reference["global_step"] == 6
-    assert result["machine"]["processes"] == 2 and result["machine"]["threads"] == 1
-    for key in ("train_nce_loss_step", "train_nce_loss_epoch", "train_class_loss_epoch"):
-        assert result["metrics"][key] == pytest.approx(reference["metrics"][key], rel=1e-5), key
-    ddp, one = final_state(out / "p2e1-hcl-s0"), final_state(out / "p1e1-hcl-s0")
-    assert ddp["state_dict"].keys() == one["state_dict"].keys()
-    for name, weight in ddp["state_dict"].items():
-        torch.testing.assert_close(weight, one["state_dict"][name], rtol=1e-4, atol=1e-6,
-                                   msg=name)  # fmt: skip
+    name, sent = "p2e2-hcl-s0", []
 
+    def preempt() -> None:
+        job = slurm.wait_for(lambda: training(out, name), f"{name}'s first checkpoint")
+        slurm.run("scancel", "--signal=USR2", job)
+        sent.append(job)
+
+    preempting = threading.Thread(target=preempt, daemon=True)
+    preempting.start()
+    # a hang (ranks stopped at different steps) would keep the job running: cancel it instead
+    watchdog = threading.Timer(300, lambda: sent and slurm.run("scancel", sent[0]))
+    watchdog.start()
+    capsys.readouterr()
+    try:
+        assert main(command(two, out, cluster, seeds=(0,))) == 0, capsys.readouterr().err
+    finally:
+        watchdog.cancel()
+    preempting.join(timeout=10)
+    assert sent and "2 tasks, 0 GPU(s), 2 CPU(s)" in capsys.readouterr().err
+    assert new_jobs(slurm, before + 1) == set(sent)  # one job for the run, its two ranks its tasks
+    stdout = pointer(out, name)["stdout"]
+    for rank in (0, 1):
+        log = Path(stdout.replace("_0_log", f"_{rank}_log")).read_text()
+        assert log.count(f"global_rank={rank}(2)") == 2 and "[jobs] waiting" not in log  # 2 starts
+    log = job_log(out, name)
+    assert "this job is preempted" in log and "Requeued job" in log
+    result = json.loads((out / name / "result.json").read_text())
+    reference = json.loads((out / "p1e2-hcl-s0" / "result.json").read_text())
+    assert result["finished"] and result["global_step"] == reference["global_step"] == 12
+    assert 0 < result["resumed_at_step"] < 12
+    assert result["machine"]["processes"] == 2 and result["machine"]["threads"] == 1
+    for key in ("train_nce_loss_step", "train_class_loss_step"):  # the last step's, both ranks'
+        assert result["metrics"][key] == pytest.approx(reference["metrics"][key], rel=1e-5), key
+    ddp, one = final_state(out / name), final_state(out / "p1e2-hcl-s0")
+    assert ddp["state_dict"].keys() == one["state_dict"].keys()
+    for key, weight in ddp["state_dict"].items():
+        torch.testing.assert_close(weight, one["state_dict"][key], rtol=1e-4, atol=1e-6, msg=key)
