@@ -36,7 +36,7 @@ class LocalSlurm:
         out = self.run("squeue", "--noheader", "--array", "--states=all", "--format=%i|%T")
         return dict(line.split("|", 1) for line in out.split())
 
-    def wait_for(self, condition, what: str, timeout_s: float = 300, poll_s: float = 0.2):
+    def wait_for(self, condition, what: str, timeout_s: float = 300, poll_s: float = 0.05):
         """Polls ``condition()`` until it returns something true; fails naming ``what``."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:

@@ -632,7 +632,7 @@ def test_run_solo_under_hydra_multirun_on_a_real_slurm(tmp_path, monkeypatch, so
         return {job: state for job, state in slurm.jobs().items() if job.split("_")[0] not in before}
 
     jobs = slurm.wait_for(lambda: set(ours().values()) == {"COMPLETED"} and ours(),
-                          "the sweep's jobs to end", timeout_s=120)  # fmt: skip
+                          "the sweep's jobs to end", timeout_s=120, poll_s=0.5)  # fmt: skip
     assert len(jobs) == 2 and len({job.split("_")[0] for job in jobs}) == 1  # one array of two
     assert all(f"Starting with JobEnvironment(job_id={job}," in logs for job in jobs), logs
 
