@@ -141,19 +141,28 @@ start() {
   echo "export SLURM_CONF=$conf"
 }
 
-stop() {
-  need_root
-  local pidfile
-  for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
-    if alive "$pidfile"; then
-      local pid
-      pid="$(cat "$pidfile")"
-      kill "$pid"
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    fi
+stop_daemons() {  # TERM to each, together; KILL to any still there after 5 s
+  local pidfile pids=()
+  for pidfile in "$@"; do
+    alive "$pidfile" && pids+=("$(cat "$pidfile")")
     rm -f "$pidfile"
   done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  local pid left
+  for _ in $(seq 50); do
+    left=()
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+    [ ${#left[@]} -eq 0 ] && return 0
+    sleep 0.1
+  done
+  kill -9 "${left[@]}" 2>/dev/null || true
+}
+
+stop() {
+  need_root
+  stop_daemons "$dir/slurmd.pid" "$dir/slurmctld.pid"
+  stop_daemons "$dir/munge/munged.pid"
   say "stopped (logs and state stay in $dir)"
 }
 
