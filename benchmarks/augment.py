@@ -1,4 +1,5 @@
-"""The kornia pipeline (``DeviceAugmentation``) against solo-learn 1.0.2's torchvision/PIL pipeline.
+"""The on-device pipeline (``DeviceAugmentation``: ``augment_ops`` and kornia; rows "kornia") against
+solo-learn 1.0.2's torchvision/PIL pipeline.
 
 Both make the 2 crops of the same augmentation entry (the Fashion-MNIST configs' at 28 px, the
 CIFAR-10 configs' at 32 px) for every image; the rate is source images per second.
@@ -14,7 +15,7 @@ CIFAR-10 configs' at 32 px) for every image; the rate is source images per secon
 On CUDA the kornia pipeline must beat the CPU pipeline; on the CPU the question is only whether it
 is the bottleneck of a step (see ``throughput.py``).
 
-``thread_rows``: the kornia pipeline on the CPU as training runs it (``augment_threads``: one
+``thread_rows``: the on-device pipeline on the CPU as training runs it (``augment_threads``: one
 intra-op thread for small images) against the same crops on torch's thread count.
 
     python -m benchmarks.augment --threads-only [--rounds 5] [--out FILE]

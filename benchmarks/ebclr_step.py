@@ -2,8 +2,9 @@
 
 Not a test: prints medians and ratios. Both methods run through a Lightning Trainer on the same
 backbone (the small CNN of configs/pretrain/fashionmnist/ebclr.yaml), the same batch size and
-the same in-memory 28 px images; a step is the wall time between two consecutive training batches
-(augmentation, the replay buffer's hooks, SGLD, forward, backward, optimiser). The official code
+the same in-memory 28 px images; a step is the wall time from the end of one training batch to the
+end of the next (``solo_hyper.run.throughput.Throughput``: fetch, augmentation, the replay
+buffer's hooks, SGLD, forward, backward, optimiser). The official code
 costs about 6.5x SimCLR per step at T=10 (13 forward and 13 backward passes against 2 and 2).
 
 The sampler is compared with the official code's way (``log_q.sum().backward()``, which also
@@ -23,28 +24,13 @@ import torch
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.data import InMemoryImages, _batch_is_ready
+from solo_hyper.run.throughput import Throughput
 from solo_hyper.run.train import prepare
 from solo_hyper.sgld import noise_std
 from solo_hyper.solo import adapter
 
 EBCLR_CONFIG = "configs/pretrain/fashionmnist/ebclr.yaml"
 SIMCLR_CONFIG = "configs/pretrain/fashionmnist/simclr.yaml"
-
-
-class StepTimer(adapter.LIGHTNING.Callback):
-    """Wall time between consecutive training-batch starts (a whole step, hooks included)."""
-
-    def __init__(self) -> None:
-        self.starts: list[float] = []
-
-    def on_train_batch_start(self, *args, **kwargs) -> None:
-        self.starts.append(time.perf_counter())
-
-    def on_train_end(self, *args, **kwargs) -> None:
-        self.starts.append(time.perf_counter())
-
-    def steps(self, warmup: int = 2) -> list[float]:
-        return [b - a for a, b in zip(self.starts, self.starts[1:])][warmup:]
 
 
 def loaders(n: int, batch_size: int):
@@ -64,8 +50,9 @@ def build(config: str, overrides: list[str]):
     return adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
 
 
-def time_fit(model, loader, steps: int) -> list[float]:
-    timer = StepTimer()
+def time_fit(model, loader, steps: int, warmup: int = 2) -> list[float]:
+    """Seconds of each step after ``warmup`` ones (``Throughput``: batch end to batch end)."""
+    timer = Throughput()
     callbacks = [timer]  # the model attaches its own (EBCLR: its replay buffer)
     trainer = adapter.LIGHTNING.Trainer(
         max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
@@ -73,7 +60,7 @@ def time_fit(model, loader, steps: int) -> list[float]:
         callbacks=callbacks,
     )  # fmt: skip
     trainer.fit(model, loader)
-    return timer.steps()
+    return timer.seconds[warmup:]
 
 
 def sampler_inputs(ebclr, b: int):

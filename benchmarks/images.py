@@ -6,6 +6,8 @@ training run sees; the source is returned so that the table can say which was us
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from solo_hyper.data import load_fashion_mnist, locate_fashion_mnist
@@ -29,3 +31,17 @@ def random_rgb(n: int, size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Te
     g = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g)
     return images, torch.randint(0, 10, (n,), generator=g)
+
+
+def write_random_idx(folder: Path, n_train: int, n_test: int, seed: int = 0) -> None:
+    """Random uint8 28 px images and 10-class labels as the four idx files of an MNIST-format
+    folder (Fashion-MNIST's), so that a run reads them as it reads the dataset where it is absent."""
+    g = torch.Generator().manual_seed(seed)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        images = torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g)
+        labels = torch.randint(0, 10, (n,), dtype=torch.uint8, generator=g)
+        for stem, array in ((f"{split}-images-idx3-ubyte", images), (f"{split}-labels-idx1-ubyte", labels)):
+            # idx header: two zero bytes, type 0x08 (unsigned byte), the number of dimensions,
+            # then each dimension as a 4-byte big-endian integer
+            dims = b"".join(d.to_bytes(4, "big") for d in array.shape)
+            (folder / stem).write_bytes(bytes([0, 0, 8, array.dim()]) + dims + array.numpy().tobytes())

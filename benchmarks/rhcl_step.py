@@ -6,7 +6,8 @@ crops. Counting a forward as 1 unit, a full backward as 2 and an input-only back
 HCL = 2 x 3 = 6 units, RHCL = 3 x 3 + 1 + 7 x 2 = 24 units, so expect about 4x with 7 steps
 (measured: 4.5-4.7x RHCL, 4.1-4.6x RoCL at batch 128 with --threads 1 on a shared 2-core CPU;
 with 2 threads on a loaded machine thread contention makes the figures noisy).
-Each step is timed by a Lightning callback (forward, backward and optimiser step included);
+Each step is timed from the end of the previous one (``solo_hyper.run.throughput.Throughput``:
+fetch, augmentation, forward, backward and optimiser step included);
 the methods alternate over several rounds in one process and the median step time is reported.
 
     python benchmarks/rhcl_step.py [--batch-size 128] [--steps-per-round 6] [--rounds 3]
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 import warnings
 
 import torch
@@ -27,6 +27,7 @@ os.environ.setdefault("PL_DISABLE_FORK", "1")
 
 import solo_hyper.methods  # noqa: E402,F401  (registers the methods)
 from solo_hyper.data import InMemoryImages, _batch_is_ready  # noqa: E402
+from solo_hyper.run.throughput import Throughput  # noqa: E402
 from solo_hyper.run.train import prepare  # noqa: E402
 from solo_hyper.solo import adapter  # noqa: E402
 
@@ -35,18 +36,6 @@ CONFIGS = {
     "rhcl": "configs/pretrain/fashionmnist/rhcl.yaml",
     "rocl": "configs/pretrain/fashionmnist/rocl.yaml",
 }
-
-
-class StepTimer(adapter.LIGHTNING.Callback):
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self._t0 = 0.0
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
-        self._t0 = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
-        self.times.append(time.perf_counter() - self._t0)
 
 
 def step_times(method: str, batch_size: int, steps: int) -> list[float]:
@@ -59,14 +48,14 @@ def step_times(method: str, batch_size: int, steps: int) -> list[float]:
     loader = torch.utils.data.DataLoader(
         data, batch_size=batch_size, drop_last=True, collate_fn=_batch_is_ready
     )
-    timer = StepTimer()
+    timer = Throughput()
     trainer = adapter.LIGHTNING.Trainer(
         max_steps=steps + 1, limit_val_batches=0, accelerator="cpu", devices=1, logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         callbacks=[timer],
     )  # fmt: skip
     trainer.fit(model, loader)
-    return timer.times[1:]  # the first step pays for lazy initialisation
+    return timer.seconds[1:]  # the first step pays for lazy initialisation
 
 
 def main() -> None:

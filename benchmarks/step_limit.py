@@ -6,9 +6,11 @@
 
 The limit: a 2048 x 2048 fp32 matmul's rate, and the small CNN's forward+backward at the step's
 shapes (its convolutions), in the default layout and channels-last. Each method's step (its
-shipped Fashion-MNIST config, Lightning's loop, on-device augmentation) is timed per step after a
-warm-up step; its FLOPs are counted by ``torch.utils.flop_counter`` over one step (matmuls and
-convolutions of forward and backward, the attacks and SGLD chains included); achieved rate =
+shipped Fashion-MNIST config, Lightning's loop, on-device augmentation) is timed from the end of
+the previous step to its own (``solo_hyper.run.throughput.Throughput``: fetch and augmentation
+included) after a warm-up step; its FLOPs are counted by ``torch.utils.flop_counter`` over the
+second step, which is not timed (matmuls and convolutions of forward and backward, the attacks
+and SGLD chains included); achieved rate =
 FLOPs / median step time, reported as a fraction of the matmul's rate. The augmentation's share
 is its time (``DeviceAugmentation.crops``) over the step's. Variants (default, channels-last,
 compiled) alternate in rounds; ratios are per round, as everywhere in benchmarks/.
@@ -21,6 +23,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +33,17 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks.images import fashion_mnist_or_random  # noqa: E402
 from benchmarks.throughput import time_augmentation  # noqa: E402
 from benchmarks.timing import synchronize  # noqa: E402
+from solo_hyper.run.throughput import Throughput  # noqa: E402
 
 
-def matmul_gflops(device: str, n: int = 2048, repeats: int = 5) -> float:
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
+def matmul_gflops(device: str, n: int = 2048, repeats: int = 5,
+                  dtype: torch.dtype = torch.float32) -> float:  # fmt: skip
+    """The dense rate of an n x n matmul in ``dtype`` (GFLOPS: 2 n^3 per product, median)."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     a @ b
     times = []
     for _ in range(repeats):
@@ -84,10 +91,11 @@ def conv_gflops(device: str, batch: int, width: int = 32, repeats: int = 5) -> d
 
 @dataclass
 class StepRun:
-    seconds: list[float]  # per step, after the first
+    seconds: list[float]  # per step, after the warm-up (and the FLOP-counted) step
     augment_seconds: list[float]
     flops: int
     final: dict[str, torch.Tensor]
+    precision: str  # as Lightning ran it (on the CPU, Lightning 1.9 runs 16-mixed as bf16)
 
     @property
     def median(self) -> float:
@@ -99,57 +107,63 @@ class StepRun:
 
 
 def run_steps(method: str, batch_size: int, steps: int, device: str, channels_last: bool = False,
-              compile: bool = False, count_flops: bool = True) -> StepRun:  # fmt: skip
-    """``steps`` training steps of ``method``'s shipped config (kNN and validation off)."""
-    from solo_hyper.data import InMemoryImages, _batch_is_ready, load_fashion_mnist
+              compile: bool = False, count_flops: bool = True, config: Path | None = None,
+              images: tuple[torch.Tensor, torch.Tensor] | None = None,
+              callbacks: Sequence = ()) -> StepRun:  # fmt: skip
+    """``steps`` training steps of ``method``'s shipped Fashion-MNIST config (or ``config``) at
+    the config's precision, kNN and validation off.
+
+    Args:
+        images: uint8 (images, targets) to train on (default: Fashion-MNIST, or random 28 px
+            images where it is absent); at least ``batch_size * steps`` of them.
+        callbacks: more Lightning callbacks for the fit (probes, a profiler's window).
+    """
+    from solo_hyper.data import InMemoryImages, _batch_is_ready
     from solo_hyper.run.layout import TrainingLayout
     from solo_hyper.run.train import prepare
     from solo_hyper.solo import adapter
 
     pl = adapter.LIGHTNING
-    config = ROOT / "configs/pretrain/fashionmnist" / f"{method}.yaml"
+    config = config or ROOT / "configs/pretrain/fashionmnist" / f"{method}.yaml"
     extra = ["method_kwargs.buffer_size=1024"] if method == "ebclr" else []
     prep = prepare(str(config), [f"optimizer.batch_size={batch_size}", "knn_eval.enabled=false",
                                  "checkpoint.enabled=false", "auto_resume.enabled=false", *extra])  # fmt: skip
     pl.seed_everything(0)
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops, prep.args, prep.crops)
-    images, targets = load_fashion_mnist(train=True)
-    n = batch_size * steps
+    images, targets = images or fashion_mnist_or_random(batch_size * steps)[:2]
     loader = torch.utils.data.DataLoader(
-        InMemoryImages(images[:n], targets[:n], with_index=True), batch_size=batch_size,
+        InMemoryImages(images, targets, with_index=True), batch_size=batch_size,
         drop_last=True, collate_fn=_batch_is_ready,
     )  # fmt: skip
     augment_seconds = time_augmentation(model, device)
-    ends: list[float] = []
+    clock = Throughput(lambda: synchronize(device))
     flops = {"n": 0}
 
-    class Clock(pl.Callback):
+    class CountSecondStep(pl.Callback):  # the second step's FLOPs: counted, so not timed
         def on_train_batch_end(self, trainer, *args) -> None:
-            synchronize(device)
-            ends.append(time.perf_counter())
-            if count_flops and len(ends) == 2:  # the third step is counted, not timed
-                from torch.utils.flop_counter import FlopCounterMode
+            from torch.utils.flop_counter import FlopCounterMode
 
+            if len(clock.seconds) == 1:
                 self.counter = FlopCounterMode(display=False)
                 self.counter.__enter__()
-            elif count_flops and len(ends) == 3:
+            elif len(clock.seconds) == 2:
                 self.counter.__exit__(None, None, None)
                 flops["n"] = self.counter.get_total_flops()
-                ends.pop()  # the counted step is slower: restart the clock
-                ends.append(time.perf_counter())
 
     trainer = pl.Trainer(
         accelerator="gpu" if device == "cuda" else "cpu", devices=1, max_steps=steps,
         limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[TrainingLayout(channels_last, compile), Clock(), *_EXTRA_CALLBACKS],
+        precision=adapter.trainer_precision(prep.cfg["precision"]),
+        callbacks=[TrainingLayout(channels_last, compile), clock,
+                   *([CountSecondStep()] if count_flops else []), *callbacks],
     )  # fmt: skip
     trainer.fit(model, loader)
-    seconds = [b - a for a, b in zip(ends, ends[1:])]
-    skip = 2 if count_flops else 1
+    skip = 2 if count_flops else 1  # the warm-up step, and the counted one
     final = {k: v.detach().float().cpu().clone() for k, v in model.state_dict().items()
              if v.is_floating_point()}  # fmt: skip
-    return StepRun(seconds[skip - 1:], augment_seconds[skip + 1:], flops["n"], final)
+    return StepRun(clock.seconds[skip:], augment_seconds[skip:], flops["n"], final,
+                   str(trainer.precision))  # fmt: skip
 
 
 def profile_step(method: str, batch_size: int, device: str, rows: int = 10) -> str:
@@ -169,17 +183,10 @@ def profile_step(method: str, batch_size: int, device: str, rows: int = 10) -> s
             elif trainer.global_step == 4:
                 prof.__exit__(None, None, None)
 
-    global _EXTRA_CALLBACKS
-    _EXTRA_CALLBACKS = [Window()]
-    try:
-        run_steps(method, batch_size, 5, device, count_flops=False)
-    finally:
-        _EXTRA_CALLBACKS = []
+    run_steps(method, batch_size, 5, device, count_flops=False, callbacks=[Window()])
     key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
-
-_EXTRA_CALLBACKS: list = []
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,11 @@
 Every method is the LightningModule that ``adapter.build_method`` makes from its
 ``configs/pretrain/fashionmnist/*.yaml`` (small CNN, 2 crops of 28 px, kornia augmentation on the
 device, same projector sizes), trained by a Lightning Trainer on the same images with the same
-seed. A step is the wall time between consecutive training-batch starts: augmentation, forward,
-loss, backward, optimiser step and Lightning's bookkeeping. The methods alternate in rounds (one
-short fit each per round); the throughput ratio is SimCLR's step time over HCL's, per round.
+seed. A step is timed by ``solo_hyper.run.throughput.Throughput`` from the end of the previous
+one to its own end (the first from the epoch's start): batch fetch and transfer, augmentation,
+forward, loss, backward, optimiser step and Lightning's bookkeeping. The methods alternate in
+rounds (one short fit each per round); the throughput ratio is SimCLR's step time over HCL's, per
+round.
 
 Full steps on a busy machine vary by +-10% from round to round, more than the difference sought,
 so ``head_rows`` also times only what differs between the methods (projector and loss, forward
@@ -29,6 +31,7 @@ from torch.utils.data import DataLoader
 from benchmarks.images import fashion_mnist_or_random
 from benchmarks.timing import Row, interleaved, paired_ratios, summarize, synchronize
 from solo_hyper.data import InMemoryImages, _batch_is_ready
+from solo_hyper.run.throughput import Throughput
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
 
@@ -40,25 +43,6 @@ CONFIGS = {
 }
 PAIRS = (("hcl", "simclr"), ("shcl", "supcon"))
 WARMUP_STEPS = 2
-
-
-class StepClock(adapter.LIGHTNING.Callback):
-    """Wall time between consecutive training-batch starts (the last step ends with training)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.starts: list[float] = []
-
-    def on_train_batch_start(self, *args, **kwargs) -> None:
-        synchronize(self.device)
-        self.starts.append(time.perf_counter())
-
-    def on_train_end(self, *args, **kwargs) -> None:
-        synchronize(self.device)
-        self.starts.append(time.perf_counter())
-
-    def steps(self) -> list[float]:
-        return [b - a for a, b in zip(self.starts, self.starts[1:])]
 
 
 def time_augmentation(model, device: torch.device) -> list[float]:
@@ -97,7 +81,7 @@ def fit_steps(
     adapter.LIGHTNING.seed_everything(0, workers=True)
     model = build(method, loader.batch_size, list(overrides))
     aug_seconds = time_augmentation(model, device)
-    clock = StepClock(device)
+    clock = Throughput(lambda: synchronize(device))
     trainer = adapter.LIGHTNING.Trainer(
         max_steps=WARMUP_STEPS + steps, limit_val_batches=0, num_sanity_val_steps=0,
         accelerator="gpu" if device.type == "cuda" else "cpu", devices=1, logger=False,
@@ -105,7 +89,7 @@ def fit_steps(
         callbacks=[clock],
     )  # fmt: skip
     trainer.fit(model, loader)
-    step_seconds = clock.steps()[WARMUP_STEPS:]
+    step_seconds = clock.seconds[WARMUP_STEPS:]
     if len(step_seconds) != steps or len(aug_seconds) != WARMUP_STEPS + steps:
         raise RuntimeError(
             f"{method}: expected {steps} timed steps, got {len(step_seconds)} "

@@ -123,13 +123,18 @@ def table_cells(row: Row) -> list[str]:
     ]  # fmt: skip
 
 
-def format_table(rows: Sequence[Row]) -> str:
-    """A Markdown table, one line per row, columns as :data:`COLUMNS`."""
-    cells = [list(COLUMNS)] + [table_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table with its columns padded to their widest cell."""
+    cells = [list(header)] + [list(row) for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
 
     def line(values: list[str]) -> str:
         return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
 
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(cells[0]), rule, *(line(c) for c in cells[1:])])
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """A Markdown table, one line per row, columns as :data:`COLUMNS`."""
+    return markdown_table(COLUMNS, [table_cells(row) for row in rows])

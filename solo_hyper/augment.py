@@ -1,10 +1,14 @@
-"""Batched, per-sample augmentations with kornia, run on whatever device the batch is on.
+"""Batched, per-sample augmentations, run on whatever device the batch is on.
 
 Configured with the keys of solo-learn's augmentation YAML: a list of crop entries, each with
 ``rrc``, ``color_jitter``, ``grayscale``, ``gaussian_blur``, ``solarization``, ``equalization``,
 ``horizontal_flip`` (plus ``gaussian_noise``, used by EBCLR), ``crop_size`` and ``num_crops``.
-Every image of a batch draws its own random parameters (kornia's ``same_on_batch=False``), unlike
-transforms applied to a whole batched tensor at once.
+Every image of a batch draws its own random parameters, unlike transforms applied to a whole
+batched tensor at once. The parameters are drawn on the batch's device and stay there: the crops,
+colour jitter, blur and solarization are ``augment_ops``' (kornia's would read their parameters
+back to the host), grayscale, equalization, flips and noise kornia's (which draw on the device the
+module was moved to, with the model). A step waits for no host read and resamples each crop
+batch with one call.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solo_hyper.augment_ops import ColorJitter, GaussianBlur, RandomResizedCrops, Solarize
 from solo_hyper.threads import single_thread
 
 DEFAULT_CROP: dict = {
@@ -61,25 +66,22 @@ def build_crop_pipeline(entry: dict) -> nn.Sequential:
     ops: list[nn.Module] = []
     if e["rrc"]["enabled"]:
         scale = (float(e["rrc"]["crop_min_scale"]), float(e["rrc"]["crop_max_scale"]))
-        ops.append(K.RandomResizedCrop((size, size), scale=scale))
+        ops.append(RandomResizedCrops(size, scale=scale))
     else:
         ops.append(K.Resize((size, size)))
     cj = e["color_jitter"]
     if cj["prob"] > 0:
         ops.append(
-            K.ColorJitter(
-                cj["brightness"], cj["contrast"], cj["saturation"], cj["hue"], p=cj["prob"]
-            )
+            ColorJitter(cj["brightness"], cj["contrast"], cj["saturation"], cj["hue"], p=cj["prob"])
         )
     if e["grayscale"]["prob"] > 0:
         ops.append(K.RandomGrayscale(p=e["grayscale"]["prob"]))
     gb = e["gaussian_blur"]
     if gb["prob"] > 0:
-        k = blur_kernel_size(size)
-        ops.append(K.RandomGaussianBlur((k, k), (gb["sigma_min"], gb["sigma_max"]), p=gb["prob"]))
+        sigma = (float(gb["sigma_min"]), float(gb["sigma_max"]))
+        ops.append(GaussianBlur(blur_kernel_size(size), sigma, p=gb["prob"]))
     if e["solarization"]["prob"] > 0:
-        # threshold exactly 0.5 as torchvision's RandomSolarize(0.5) in solo-learn
-        ops.append(K.RandomSolarize(thresholds=0.0, additions=0.0, p=e["solarization"]["prob"]))
+        ops.append(Solarize(p=e["solarization"]["prob"]))
     if e["equalization"]["prob"] > 0:
         ops.append(K.RandomEqualize(p=e["equalization"]["prob"]))
     if e["horizontal_flip"]["prob"] > 0:
@@ -125,12 +127,11 @@ SMALL_IMAGES = 64  # px: images and crops up to this side are augmented on one C
 def augment_threads(x: torch.Tensor, crop_sizes: Sequence[int]) -> contextlib.AbstractContextManager:
     """One intra-op thread for the augmentation of a CPU batch of small images.
 
-    One thread: kornia runs hundreds of small ops per batch (per-image crops, jitter in random
-    order), each too small for a second thread to pay for its start-up and synchronisation
-    (``benchmarks/augment.py --threads-only``; benchmarks/results/augment-threads.md). The crops
-    are the same bit for bit (tested for every shipped entry up to 64 px); at 224 px the
-    upsampling splits its sums by thread and differs in the 7th digit, so large images keep
-    torch's thread count.
+    One thread: the pipeline runs a few dozen elementwise ops per crop batch (the crop's one
+    resampling call, the jitter's colour conversions), each too small on images this size for a
+    second thread to pay for its start-up and synchronisation (``benchmarks/augment.py
+    --threads-only``; benchmarks/results/augment-threads.md). The crops are the same bit for bit
+    (tested for every shipped entry up to 64 px). Larger images keep torch's thread count.
 
     Args:
         x: the batch (B, C, H, W) about to be augmented.

@@ -5,8 +5,8 @@ Sec. 3.3): it builds the buffer when training starts, full before the first step
 training images from the proposal q0, whichever pipeline makes the crops), and hands a method a
 step's chain starts through one call, ``draw(crops) -> SGLDChains``, whose ``write_back`` stores the
 step's MSGLD outputs. Its whole state (samples, counts and every random stream it draws from) travels in
-the Lightning checkpoint, every DDP rank's own, so that a resumed run continues with exactly the
-buffers it stopped with. The Lightning module comes from the adapter (``adapter.LIGHTNING``), so
+the Lightning checkpoint, every DDP rank's own (gathered to rank 0, which writes the file; no other
+rank holds another's), so that a resumed run continues with exactly the buffers it stopped with. The Lightning module comes from the adapter (``adapter.LIGHTNING``), so
 the callback works with whichever Lightning the installed solo-learn runs on.
 """
 
@@ -16,11 +16,11 @@ import warnings
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import Dataset
 
 from solo_hyper.augment import to_float_rgb
+from solo_hyper.distributed import gather_to_rank_zero, world_size
 from solo_hyper.losses.infonce import free_memory_bytes
 from solo_hyper.sgld import (
     PROPOSALS,
@@ -130,13 +130,6 @@ def check_buffer_fits(
         "of it (resuming from a checkpoint holds a second copy): lower method_kwargs.buffer_size "
         f"to at most about {fits}{hint}"
     )
-
-
-def _world() -> tuple[int, int]:
-    """(rank, world size) of the default process group; (0, 1) without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class MSGLDReplayBuffer(pl.Callback):
@@ -348,16 +341,14 @@ class MSGLDReplayBuffer(pl.Callback):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """Every rank's buffer: gathered from all ranks (Lightning writes rank 0's copy)."""
+        """Every rank's buffer, gathered to rank 0 alone (Lightning writes rank 0's copy): the
+        other ranks hold only their own and return nothing (Lightning leaves an empty state out)."""
         if self.buffer is None:
             return dict(self._pending or {})
-        local = self._local_state()
-        rank, world = _world()
-        if world == 1:
-            return {"ranks": [local]}
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, _to_cpu(local))
-        return {"ranks": gathered}
+        if world_size() == 1:
+            return {"ranks": [self._local_state()]}  # by reference: nothing to send
+        gathered = gather_to_rank_zero(_to_cpu(self._local_state()))
+        return {"ranks": gathered} if gathered is not None else {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Kept until training starts, when the module's device and the rank are known."""
@@ -365,7 +356,7 @@ class MSGLDReplayBuffer(pl.Callback):
 
 
 def _to_cpu(state: Any) -> Any:
-    """Tensors of a nested state on the CPU (to gather them between ranks)."""
+    """Tensors of a nested state on the CPU (to send them to rank 0)."""
     if isinstance(state, Tensor):
         return state.cpu()
     if isinstance(state, dict):

@@ -8,16 +8,18 @@ batched with ``__getitems__`` (one indexing op per batch instead of one per imag
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -269,53 +271,99 @@ def download_failed(name: str, root: str, folder: str, err: Exception) -> Datase
     )
 
 
+CIFAR_FOLDERS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+DOWNLOAD_LOCK = ".download.lock"  # in the dataset folder: one download per folder at a time
+
+
+def _cifar_class(name: str) -> type:
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    return CIFAR10 if name == "cifar10" else CIFAR100
+
+
+def dataset_present(data_cfg: dict) -> bool:
+    """A built-in dataset of ``data_cfg`` is complete on this machine (CIFAR: torchvision's
+    checksums; MNIST-format: the four idx files in one of ``idx_folders``). True for another
+    dataset (an image folder is checked where it is read)."""
+    name = data_cfg.get("dataset")
+    if name in CIFAR_FOLDERS:
+        probe = _cifar_class(name).__new__(_cifar_class(name))
+        probe.root = data_cfg.get("train_path") or "datasets"
+        return bool(probe._check_integrity())
+    if name in IDX_SOURCES:
+        return locate_idx(name, data_cfg.get("train_path")) is not None
+    return True
+
+
+def download_dataset(data_cfg: dict) -> None:
+    """torchvision's download of a built-in dataset into ``data.train_path`` (default
+    ``datasets``); DatasetNotFoundError with the fixes when it cannot be downloaded."""
+    name, root = data_cfg["dataset"], data_cfg.get("train_path") or "datasets"
+    if name in CIFAR_FOLDERS:
+        try:
+            _cifar_class(name)(root, train=True, download=True)
+        except OFFLINE_ERRORS as err:
+            raise download_failed(name, root, CIFAR_FOLDERS[name], err) from None
+        return
+    try:
+        load_idx(name, True, data_cfg.get("train_path"), download=True)
+    except DatasetNotFoundError:
+        raise
+    except OFFLINE_ERRORS as err:
+        raise download_failed(name, root, f"{IDX_SOURCES[name].torchvision}/raw", err) from None
+
+
+@contextlib.contextmanager
+def download_lock(root: Path, name: str) -> Iterator[None]:
+    """Holds ``root``'s download lock for the block, waiting (with a message) while another
+    process holds it. An OS lock: the kernel drops it when its holder dies, however it dies."""
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(root / DOWNLOAD_LOCK), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"[solo-hyper] waiting for another process's download of {name} into {root}")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def ensure_dataset(data_cfg: dict) -> None:
     """A built-in dataset is on this machine, or downloaded now (data.download=true): called
     before any work, so that an absent dataset without network is a clear error, not a
-    traceback after the run has started."""
-    name, download = data_cfg.get("dataset"), bool(data_cfg.get("download", False))
-    if name in ("cifar10", "cifar100"):
-        from torchvision.datasets import CIFAR10, CIFAR100
+    traceback after the run has started.
 
-        cls, folder = (CIFAR10, "cifar-10-batches-py") if name == "cifar10" else (CIFAR100, "cifar-100-python")
-        root = data_cfg.get("train_path") or "datasets"
-        probe = cls.__new__(cls)
-        probe.root = root
-        if probe._check_integrity():
-            return
-        if not download:
-            return  # load_cifar says what is missing
-        try:
-            cls(root, train=True, download=True)
-        except OFFLINE_ERRORS as err:
-            raise download_failed(name, root, folder, err) from None
-    elif name in IDX_SOURCES and locate_idx(name, data_cfg.get("train_path")) is None:
-        if not download:
+    One process downloads while the others wait: the download runs under a lock on the dataset
+    folder, and a process that gets the lock after it finds the data complete and downloads
+    nothing. So every rank of a DDP or SLURM job (started at once, before any process group
+    exists), and independent runs sharing the folder, download it once per filesystem.
+    """
+    name, download = data_cfg.get("dataset"), bool(data_cfg.get("download", False))
+    if dataset_present(data_cfg):
+        return
+    if not download:
+        if name in IDX_SOURCES:
             raise idx_not_found(name, data_cfg.get("train_path"))
-        try:
-            load_idx(name, True, data_cfg.get("train_path"), download=True)
-        except DatasetNotFoundError:
-            raise
-        except OFFLINE_ERRORS as err:
-            root = data_cfg.get("train_path") or "datasets"
-            raise download_failed(name, root, f"{IDX_SOURCES[name].torchvision}/raw", err) from None
+        return  # load_cifar says what is missing
+    with download_lock(Path(data_cfg.get("train_path") or "datasets"), name):
+        if not dataset_present(data_cfg):  # a process that held the lock before may have fetched it
+            download_dataset(data_cfg)
 
 
 def load_cifar(
     name: str, train: bool, train_path: str | None = None, download: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """CIFAR-10/100 through torchvision, as uint8 (N, 3, 32, 32) and targets."""
-    from torchvision.datasets import CIFAR10, CIFAR100
-
-    cls = CIFAR10 if name == "cifar10" else CIFAR100
     root = train_path or "datasets"
     try:
-        ds = cls(root, train=train, download=download)
+        ds = _cifar_class(name)(root, train=train, download=download)
     except RuntimeError as err:
         raise DatasetNotFoundError(
             f"{name} not found under {root!r} ({err}). Set data.download=true to let torchvision "
             f"download it, or point data.train_path at the folder that holds "
-            f"'{'cifar-10-batches-py' if name == 'cifar10' else 'cifar-100-python'}'."
+            f"'{CIFAR_FOLDERS[name]}'."
         ) from None
     images = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).contiguous()
     return images, torch.as_tensor(ds.targets, dtype=torch.long)

@@ -1,11 +1,14 @@
-"""torch.distributed helpers for losses whose negatives come from every rank."""
+"""torch.distributed helpers: losses whose negatives come from every rank, and checkpoint states
+that rank 0 writes for every rank."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["gather_with_grad", "rank", "world_size"]
+__all__ = ["gather_to_rank_zero", "gather_with_grad", "rank", "world_size"]
 
 
 def _is_distributed() -> bool:
@@ -60,3 +63,22 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     if world_size() == 1:
         return x
     return _GatherWithGrad.apply(x)
+
+
+def gather_to_rank_zero(obj: Any) -> list[Any] | None:
+    """Every rank's ``obj`` on rank 0 alone (``gather_object``): a rank other than 0 never holds
+    another rank's object, as an all-gather would make every rank hold them all. A collective:
+    every rank calls it. Objects are pickled: give their tensors on the CPU.
+
+    Args:
+        obj: this rank's picklable object.
+
+    Returns:
+        On rank 0 (or without a process group): the objects in rank order; on the other ranks:
+        None.
+    """
+    if world_size() == 1:
+        return [obj]
+    gathered: list[Any] | None = [None] * world_size() if rank() == 0 else None
+    dist.gather_object(obj, gathered, dst=0)
+    return gathered

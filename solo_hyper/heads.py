@@ -11,9 +11,29 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_hyper.geometry import Curvature, Manifold, clip_features, make_space, upcast_half
+from solo_hyper.geometry import (
+    CURVED,
+    GEOMETRIES,
+    Curvature,
+    Manifold,
+    clip_features,
+    make_space,
+    upcast_half,
+)
 
-__all__ = ["HyperbolicProjector", "SpaceProjector", "map_to_space", "mlp_projector"]
+__all__ = [
+    "GEOMETRY_ONLY_ARGS", "HyperbolicProjector", "SpaceProjector", "map_to_space", "mlp_projector",
+]  # fmt: skip
+
+# A head's arguments that only some geometries read; under the others they change nothing: the
+# flat and spherical spaces have no curvature, and the sphere's map normalises whatever it is
+# given, so normalising or clipping before it leaves its points as they are. The configuration
+# reference names these geometries beside each argument.
+_NOT_SPHERE = tuple(g for g in GEOMETRIES if g != "sphere")
+GEOMETRY_ONLY_ARGS: dict[str, tuple[str, ...]] = {
+    "curvature": CURVED, "learnable_curvature": CURVED,
+    "normalize": _NOT_SPHERE, "clip_radius": _NOT_SPHERE,
+}  # fmt: skip
 
 
 def mlp_projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:

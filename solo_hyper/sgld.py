@@ -15,7 +15,9 @@ pixel range [-1, 1] (pixels * 2 - 1), so alpha, delta and sigma mean what they m
 whatever normalisation the encoder's inputs have (the method maps chains to its input).
 
 Differences from the official code (deliberate): input gradients come from
-torch.autograd.grad, so no parameter .grad is computed or accumulated (DDP-safe); proposals are
+``input_gradient.InputGradient`` (torch.autograd.grad of the input only, so no parameter .grad is
+computed or accumulated: DDP-safe; under float16 autocast a scaled loss, so that no entry
+underflows to zero); proposals are
 drawn only for the restarted positions (the official code draws n and keeps those); all randomness
 comes from explicit torch.Generator objects.
 """
@@ -32,6 +34,8 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset, default_collate
+
+from solo_hyper.input_gradient import InputGradient
 
 __all__ = [
     "OFFICIAL_CHAINS",
@@ -150,14 +154,17 @@ def msgld(
     sigma = noise_std(counts, sigma_min, sigma_max, K).to(device=x.device, dtype=x.dtype)
     sigma = sigma.reshape(bshape)
     x = x.detach().clone()
+
+    def summed_log_q(x: Tensor) -> Tensor:
+        lq = log_q(x)
+        if lq.shape != (n,):
+            raise ValueError(f"log_q must return shape ({n},), got {tuple(lq.shape)}")
+        return lq.float().sum()
+
+    gradient = InputGradient()  # under float16 autocast: a scaled loss, no underflow to zero
     with torch.enable_grad():
         for _ in range(steps):
-            x.requires_grad_(True)
-            lq = log_q(x)
-            if lq.shape != (n,):
-                raise ValueError(f"log_q must return shape ({n},), got {tuple(lq.shape)}")
-            (grad,) = torch.autograd.grad(lq.float().sum(), x)
-            x = x.detach()
+            grad = gradient(summed_log_q, x)
             if math.isfinite(grad_clamp):
                 grad = grad.clamp(-grad_clamp, grad_clamp)
             x = x + step_size * grad

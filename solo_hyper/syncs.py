@@ -5,14 +5,19 @@ in a training step stops the host until the device has computed the value, so th
 queue its next kernels ahead. ``HostReads`` records every such read while it is active: the
 dispatcher's ``aten._local_scalar_dense`` (what every scalar read becomes) and spies on the Python
 methods (``tolist`` and ``numpy`` of a CPU tensor never reach the dispatcher), each read with the
-line of code that made it. On the CPU this sees the reads; it cannot see host-to-device copies or
-``torch.cuda.mem_get_info``, which ``torch.cuda.set_sync_debug_mode("error")`` catches on a GPU.
+line of code that made it, and every copy of a tensor from another device onto the CPU
+(``aten._to_copy`` or ``aten.copy_``: the host waits for the value just the same). On the CPU
+there is no such copy to see (tests find them on the ``meta`` device, which holds no data); it
+cannot see host-to-device copies or ``torch.cuda.mem_get_info``. On a GPU, ``SyncWarnings``
+records every synchronising CUDA call instead (``torch.cuda.set_sync_debug_mode("warn")``), as
+the same records with their lines, so that one report serves both.
 """
 
 from __future__ import annotations
 
 import functools
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,32 +39,55 @@ class HostRead:
     kind: str
     where: str
     origin: str = ""
+    callers: tuple[str, ...] = ()  # the frames outside torch that led to ``where``, innermost first
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.where}"
 
 
-def _frames() -> tuple[str, str]:
-    """(the first frame outside torch, the innermost frame outside this module)."""
-    stack = [f for f in reversed(traceback.extract_stack()) if f.filename != __file__]
+_OWN = (__file__, warnings.__file__)  # this module, and the warnings machinery that calls it
+CALLERS = 4  # frames kept in ``HostRead.callers``
+
+
+def _frames() -> tuple[str, str, tuple[str, ...]]:
+    """(the first frame outside torch, the innermost frame outside this module, the frames outside
+    torch from the first, innermost first: at most ``CALLERS + 1``)."""
+    stack = [f for f in reversed(traceback.extract_stack()) if f.filename not in _OWN]
     origin = f"{stack[0].filename}:{stack[0].lineno}" if stack else "?"
-    for frame in stack:
-        if not frame.filename.startswith(_SKIPPED):
-            return f"{frame.filename}:{frame.lineno}", origin
-    return "?", origin
+    outside = [f"{f.filename}:{f.lineno}" for f in stack if not f.filename.startswith(_SKIPPED)]
+    if not outside:
+        return "?", origin, ()
+    return outside[0], origin, tuple(outside[1 : CALLERS + 1])
+
+
+def _is_cpu(device: Any) -> bool:
+    return device is not None and torch.device(device).type == "cpu"
+
+
+def copies_to_host(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a dispatched op copies a tensor of another device onto the CPU."""
+    if func is torch.ops.aten._to_copy.default:
+        return _is_cpu(kwargs.get("device")) and not _is_cpu(args[0].device)
+    if func is torch.ops.aten.copy_.default:
+        return _is_cpu(args[0].device) and not _is_cpu(args[1].device)
+    return False
 
 
 class _ScalarReads(TorchDispatchMode):
-    """Sees every ``aten._local_scalar_dense`` (the dispatcher's side of a scalar read)."""
+    """Sees every ``aten._local_scalar_dense`` (the dispatcher's side of a scalar read) and every
+    copy onto the CPU from another device."""
 
     def __init__(self, counter: HostReads) -> None:
         super().__init__()
         self.counter = counter
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default:
             self.counter._record("aten._local_scalar_dense")
-        return func(*args, **(kwargs or {}))
+        elif copies_to_host(func, args, kwargs):
+            self.counter._record(f"{func.overloadpacket} to the CPU")
+        return func(*args, **kwargs)
 
 
 class HostReads:
@@ -110,3 +138,57 @@ class HostReads:
     def since(self, start: int) -> list[HostRead]:
         """The reads recorded after the first ``start`` ones."""
         return self.reads[start:]
+
+
+CUDA_SYNC = "synchronising CUDA call"  # the kind of a SyncWarnings record
+SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's warning under mode "warn"
+
+
+class SyncWarnings:
+    """``with SyncWarnings() as syncs:`` runs under ``torch.cuda.set_sync_debug_mode("warn")``
+    and records every synchronising CUDA call in ``syncs.reads`` (one ``HostRead`` of kind
+    ``CUDA_SYNC`` each, with its lines, as ``HostReads`` records a read), whatever warning
+    filters were set before (a filter that a later call puts first for every warning would hide
+    them); other warnings go on as before.
+
+    Warn mode rather than "error": an error stops at the first synchronisation, and Lightning's
+    teardown synchronises again while it unwinds, so the first line is lost; warnings keep every
+    line and let the run finish. A synchronisation in the backward pass (autograd's device
+    threads) is warned of when ``backward`` returns, so it reads as that call's line.
+
+    Args:
+        set_mode: set the CUDA sync debug mode (False: record the warnings only, for a test of
+            the recording on a machine without CUDA).
+    """
+
+    def __init__(self, set_mode: bool = True) -> None:
+        self.reads: list[HostRead] = []
+        self.set_mode = set_mode
+        self._filters = warnings.catch_warnings()
+        self._previous_mode: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    def __enter__(self) -> SyncWarnings:
+        self._filters.__enter__()
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:
+            if SYNC_WARNING in str(message):
+                self.reads.append(HostRead(CUDA_SYNC, *_frames()))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        warnings.filterwarnings("always", message=f".*{SYNC_WARNING}")
+        if self.set_mode:
+            self._previous_mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("warn")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous_mode is not None:
+            torch.cuda.set_sync_debug_mode(self._previous_mode)
+            self._previous_mode = None
+        self._filters.__exit__(*exc)

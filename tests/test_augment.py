@@ -1,10 +1,11 @@
-"""The kornia pipeline: per-sample randomness, shapes, ranges, devices."""
+"""The on-device pipeline: per-sample randomness, shapes, ranges, devices, no host read."""
 
 from __future__ import annotations
 
 import torch
 
 from solo_hyper.augment import DeviceAugmentation, blur_kernel_size, with_defaults
+from solo_hyper.syncs import HostReads
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 
@@ -145,3 +146,39 @@ def test_cpu_crops_run_on_one_thread_and_equal_the_two_thread_crops_bit_for_bit(
     finally:
         torch.set_num_threads(before)
     assert len(seen) == len({repr(e) for e in entries}) and set(seen) == {1}  # none for 224 px
+
+
+def shipped_entries() -> list[dict]:
+    """Every augmentation entry of the shipped pretraining and solo-main configs."""
+    import glob
+
+    import yaml
+
+    entries = []
+    for path in sorted(glob.glob("configs/pretrain/*/*.yaml") + glob.glob("configs/solo-main/*/augmentations/*.yaml")):
+        with open(path) as f:
+            loaded = yaml.safe_load(f)
+        entries += (loaded if isinstance(loaded, list) else loaded.get("augmentations")) or []
+    return list({repr(e): e for e in entries}.values())
+
+
+def test_every_pipeline_keeps_its_parameters_on_the_batchs_device_and_reads_nothing_back():
+    """On ``meta`` (a device that holds no data: a read or a copy to the host would raise): every
+    shipped entry, every augmentation at once, and a resize instead of the random crop. kornia's
+    modules (grayscale, equalization, flips, noise) draw on the device the module moved to; only
+    their record of the input's shape is a host tensor, made from Python numbers."""
+    meta = torch.device("meta")
+    entries = shipped_entries()
+    assert len(entries) > 10 and any(int(e["crop_size"]) == 224 for e in entries)
+    noisy = full_entry(gaussian_noise={"prob": 0.5, "std": 0.03})
+    for entry in [*entries, noisy, {**noisy, "rrc": {"enabled": False}}]:
+        aug = DeviceAugmentation([entry], MEAN, STD).to(meta)
+        images = torch.empty(8, 1, 28, 28, dtype=torch.uint8, device=meta)
+        with HostReads() as reads:
+            crops = aug.crops(images, normalize=True)
+        assert reads.reads == [], entry
+        size = int(entry["crop_size"])
+        assert [(c.device, c.shape) for c in crops] == [(meta, (8, 3, size, size))] * int(entry["num_crops"])
+        drawn = [v for m in aug.pipelines[0] for k, v in getattr(m, "_params", {}).items() if k != "forward_input_shape"]
+        assert {v.device for v in drawn} <= {meta}
+    assert drawn  # the last pipeline's kornia modules drew

@@ -181,3 +181,53 @@ def test_two_seeds_of_one_config_draw_different_training_subsets(fashion_mnist_a
     first, second = drawn(0), drawn(1)
     assert first == drawn(0)
     assert len(first & second) < 20  # two draws of 200 from 60,000: about 0.7 shared by chance
+
+
+def _stub_download(data_cfg: dict) -> None:
+    """Counts its calls (a line each) and takes a while, then leaves the data complete."""
+    import time
+
+    root = Path(data_cfg["train_path"])
+    with open(root / "downloads", "a") as f:
+        f.write("download\n")
+    time.sleep(0.5)  # the other process arrives while this one downloads
+    (root / "complete").write_text("")
+
+
+def _stub_present(data_cfg: dict) -> bool:
+    return (Path(data_cfg["train_path"]) / "complete").exists()
+
+
+def _rank_ensures_the_dataset(root: str, barrier, queue) -> None:
+    from solo_hyper.data import ensure_dataset
+
+    try:
+        barrier.wait(timeout=30)  # both ranks start at once, as srun starts them
+        ensure_dataset({"dataset": "cifar10", "train_path": root, "download": True})
+        queue.put(_stub_present({"train_path": root}))
+    except Exception as err:  # surface the rank's error in the test
+        queue.put(repr(err))
+
+
+def test_ranks_started_at_once_download_once_and_all_proceed_after_it(tmp_path, monkeypatch):
+    """Two processes (the ranks of a job) ensure the same absent dataset at the same moment: one
+    downloads, the other waits for it and then finds the data there."""
+    import multiprocessing
+
+    import solo_hyper.data as data
+
+    monkeypatch.setattr(data, "download_dataset", _stub_download)
+    monkeypatch.setattr(data, "dataset_present", _stub_present)
+    root = tmp_path / "datasets"
+    root.mkdir()
+    ctx = multiprocessing.get_context("fork")  # the ranks inherit the stubs
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    ranks = [ctx.Process(target=_rank_ensures_the_dataset, args=(str(root), barrier, queue))
+             for _ in range(2)]  # fmt: skip
+    for rank in ranks:
+        rank.start()
+    proceeded = [queue.get(timeout=60) for _ in ranks]
+    for rank in ranks:
+        rank.join(timeout=10)
+    assert proceeded == [True, True]  # each returned with the data complete
+    assert (root / "downloads").read_text().splitlines() == ["download"]

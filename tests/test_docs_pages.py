@@ -37,8 +37,9 @@ def test_no_page_names_a_commit_of_this_repository(page):
 
 @pytest.mark.skipif(not (ROOT / ".git").exists() or shutil.which("git") is None, reason="needs the git checkout")
 def test_the_commit_check_finds_a_commit_and_passes_other_hex():
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-    short = head.stdout.strip()[:9]
+    # a commit whose short name has a letter (an all-digit name reads as a number, not a commit)
+    log = subprocess.run(["git", "rev-list", "-n", "50", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    short = next(c[:9] for c in log.stdout.split() if re.search("[a-f]", c[:9]))
     assert commits_named(f"trained at {short}; sha256 deadbeef00; 0x7f3a9c1") == [short]
     assert commits_named("figures 1234567 and cafe12345abc0 (not objects)") == []
 
@@ -67,3 +68,16 @@ def test_results_open_with_the_claims_table():
     body = rows[2:]
     assert len(body) >= 10, "the claims table should list every claim"
     assert all(re.search(r"\[[-+]?\d", row) for row in body), "every claim row gives its interval"
+
+
+def test_the_readmes_layout_names_every_module_and_package_as_it_is():
+    """The README's layout of ``solo_hyper/`` names each package (``name/``) and top-level module
+    (``name.py``) as the tree has it, and nothing the tree lacks."""
+    text = README.read_text()
+    layout = text.split("Layout of `solo_hyper/`:\n", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`([\w.]+/?)`", layout)
+    package = ROOT / "solo_hyper"
+    tree = {p.name + "/" for p in package.iterdir() if (p / "__init__.py").is_file()}
+    tree |= {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    listed = {n for n in named if n.endswith("/") or n.endswith(".py")}
+    assert listed == tree, f"missing: {sorted(tree - listed)}; not in the tree: {sorted(listed - tree)}"

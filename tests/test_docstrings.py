@@ -24,7 +24,7 @@ PUBLIC = (
     "solo_hyper.methods", "solo_hyper.objectives", "solo_hyper.pretrained", "solo_hyper.sgld",
     "solo_hyper.solo",
     "solo_hyper.config.shipped", "solo_hyper.losses.contrastive", "solo_hyper.losses.ebclr",
-    "solo_hyper.losses.infonce", "solo_hyper.losses.robust", "solo_hyper.methods.ebclr",
+    "solo_hyper.losses.infonce", "solo_hyper.losses.robust",
     "solo_hyper.solo.adapter", "solo_hyper.solo.baselines", "solo_hyper.solo.compat",
     "solo_hyper.solo.main_cfg", "solo_hyper.evaluation.outputs", "solo_hyper.evaluation.stats",
 )  # fmt: skip

@@ -1,8 +1,9 @@
-"""The vendored solo-learn sources (../shared/vendor beside the repository, or
-$SOLO_HYPER_SHARED/vendor): found relative to the repository, unpacked into temporary folders.
+"""What the tests read from ../shared beside the repository (or $SOLO_HYPER_SHARED): the vendored
+solo-learn sources (``vendor/``, unpacked into temporary folders) and the papers' text
+(``papers/``), found relative to the repository, never the working directory.
 
-A README user's clone has no ../shared: tests that need the sources skip, saying so, and only
-then; CI (CI=true) has them, so there a missing folder is a failure.
+A README user's clone has no ../shared: tests that need it skip, saying so, and only then; CI
+(CI=true) has it, so there a missing file is a failure.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import tarfile
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -26,18 +28,31 @@ def shared_dir() -> Path:
     return Path(os.environ.get("SOLO_HYPER_SHARED") or ROOT.parent / "shared")
 
 
+def absent(what: str, folder: str) -> NoReturn:
+    """Skips the test (fails it under CI) for want of ``what`` in ../shared/``folder``."""
+    message = (
+        f"{what} not here ({shared_dir()}/{folder}: a clone without ../shared; "
+        "SOLO_HYPER_SHARED names another folder that holds it)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def tarball(version: str) -> Path:
     """The vendored tarball of a solo-learn version; skips (fails under CI) when absent."""
     found = sorted((shared_dir() / "vendor").glob(TARBALLS[version]))
     if not found:
-        message = (
-            f"the vendored solo-learn {version} sources are not here ({shared_dir()}/vendor; a "
-            "clone without ../shared, set SOLO_HYPER_SHARED to use them)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        absent(f"the vendored solo-learn {version} sources are", "vendor")
     return found[-1]
+
+
+def paper_text(name: str) -> str:
+    """The text of a paper (``papers/<name>.txt``); skips (fails under CI) when absent."""
+    path = shared_dir() / "papers" / f"{name}.txt"
+    if not path.is_file():
+        absent(f"the text of the paper {name!r} is", "papers")
+    return path.read_text()
 
 
 def unpack(version: str, into: Path) -> Path:

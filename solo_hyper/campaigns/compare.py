@@ -15,14 +15,10 @@ With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<
 from __future__ import annotations
 
 import csv
-import os
-import platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import torch
 
 from solo_hyper.campaigns import controls as control_jobs
 from solo_hyper.campaigns.runs import Protocol, evaluated_row, finished_row, job, planned_dir
@@ -44,6 +40,7 @@ from solo_hyper.evaluation.seeds import (
 )
 from solo_hyper.launch.dispatch import Launch, Progress, dispatch
 from solo_hyper.launch.jobs import Job
+from solo_hyper.machine import machine_line
 from solo_hyper.run.identity import write_json_atomic
 from solo_hyper.run.lock import holding
 from solo_hyper.run.train import Prepared, check_environment, prepare
@@ -81,8 +78,10 @@ COLUMN_NOTES = {
     "with {delta_distances}: {delta_meaning}",
     "robust_acc1": "robust acc: PGD accuracy of the run's robust evaluation when one exists "
     "(protocol in results.csv)",
-    "wall_time_s": "wall time, images/s and peak memory: pretraining (peak memory: CUDA "
-    "allocations on a GPU, else the process's resident-set high-water mark, reset before each run)",
+    "wall_time_s": "wall time, images/s and peak memory: pretraining (images/s: training images "
+    "over the training steps' time, each step from the previous one's end, data and augmentation "
+    "included, validation not; peak memory: CUDA allocations on a GPU, else the process's "
+    "resident-set high-water mark, reset before each run)",
 }
 DISTANCE_WORDS = {"poincare": "Poincare distances on the ball", "lorentz": "Lorentz (hyperboloid) "
                   "geodesic distances", "euclidean": "Euclidean distances"}  # fmt: skip
@@ -432,7 +431,7 @@ def write_tables(
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
         smoke_banner(rows) + markdown_table(rows, columns) + "\n\n" + (extra + "\n\n" if extra else "")
-        + notes(rows, columns) + "\n\n" + machine_note() + "\n"
+        + notes(rows, columns) + "\n\n" + machine_note(rows) + "\n"
     )
     keys = csv_keys(rows, columns)
     write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -474,7 +473,7 @@ def write_seed_tables(
     out.mkdir(parents=True, exist_ok=True)
     legend = notes(rows, RUN_COLUMNS)
     text = (smoke_banner(rows) + seed_markdown(rows, pairs, extra) + "\n\n" + legend + "\n\n"
-            + machine_note() + "\n")  # fmt: skip
+            + machine_note(rows) + "\n")  # fmt: skip
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -499,20 +498,11 @@ def write_seed_tables(
     )  # fmt: skip
 
 
-def machine_note() -> str:
-    """Where the numbers come from: results are bit-identical only for the same seed on the same
-    CPU model, torch build and thread count (see the README's main job)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"Machine: {cpu}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
-            f"{torch.get_num_threads()} intra-op threads, {device}.")  # fmt: skip
+def machine_note(rows: list[dict] = ()) -> str:
+    """Where the numbers come from: the machine the rows' runs recorded when they trained (for
+    cluster jobs the jobs', not this process's), else this process's (``solo_hyper.machine``)."""
+    recorded = [r["machine"] for r in rows if isinstance(r.get("machine"), dict)]
+    return machine_line(recorded if rows and len(recorded) == len(rows) else [])
 
 
 __all__ = ["COLUMNS", "compare", "markdown_table", "plan", "run_name", "write_tables"]

@@ -225,8 +225,8 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--cluster", default=None, metavar="YAML",
-        help="the jobs' resources: partition, account, gpus_per_job, cpus_per_job, mem_gb, "
-        "time_min, array_parallelism, signal_delay_s",
+        help="the jobs' resources: partition, account, gpus_per_job, tasks_per_job, nodes, "
+        "cpus_per_job, mem_gb, time_min, max_timeouts, array_parallelism, signal_delay_s",
     )  # fmt: skip
     p.add_argument("--cluster-set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="resources over the YAML's, e.g. partition=gpu time_min=720")  # fmt: skip
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
 def check_configs_first(args: argparse.Namespace) -> None:
     """The pretraining configs a command names, keys and types, checked before solo-learn and
     Lightning load (seconds instead of about ten): a misspelt key is reported at once."""
-    from solo_hyper.config.trainer_keys import check_pretrain_config
+    from solo_hyper.config.pretrain import check_pretrain_config
 
     paths = {"pretrain": [getattr(args, "config", None)], "compare": getattr(args, "configs", None),
              "sweep": getattr(args, "configs", None)}.get(args.command) or []  # fmt: skip

@@ -7,9 +7,11 @@ the defaults: ``config.pretrain.DESCRIPTIONS``, ``evaluation.linear.LINEAR_DESCR
 docstrings along its bases), and the ``method_kwargs`` this plugin passes to solo-learn's bundled
 baselines (``solo.baselines``). One source: the page is printed, never written by hand.
 
-``python -m solo_hyper.cli.reference > docs/configuration.md`` writes it; the command exits with 1
-and lists what is missing when a key or an argument has no meaning. The schemas (and with the
-linear one, solo-learn) are imported only when the page is made.
+``python -m solo_hyper.cli.reference > docs/configuration.md`` writes it in solo-learn 1.0.2's
+environment (Lightning 1.9's Trainer keys; ``--trainer-keys`` in solo-learn main's prints the table
+of Lightning 2's for docs/solo-main.md); the command exits with 1 and lists what is missing when a
+key or an argument has no meaning. The schemas (and with the linear one, solo-learn) are imported
+only when the page is made.
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def sections() -> list[Section]:
     return [
         Section(
             "Pretraining", "`pretrain --config FILE`, and every run of `compare`, `sweep` and "
-            "`reproduce`; shipped configs under `configs/<dataset>/`.",
+            "`reproduce`; shipped configs under `configs/pretrain/<dataset>/` (EBCLR's official "
+            "settings under `configs/ebclr/`, HCL in other geometries under `configs/geometry/`; "
+            "solo-learn main's own Hydra configs, another schema, under `configs/solo-main/`: "
+            "docs/solo-main.md).",
             pretrain.PRETRAIN.defaults, pretrain.PRETRAIN.free_form, pretrain.DESCRIPTIONS,
         ),
         Section(
@@ -117,6 +122,56 @@ def description_problems(section: Section) -> list[str]:
 
 def _meaning(entry: tuple[str, str] | None) -> bool:
     return bool(entry) and all(isinstance(s, str) and s.strip() for s in entry)
+
+
+# ------------------------------------------------------------------------------ trainer keys
+def passed_trainer_keys(names: Iterable[str]) -> list[str]:
+    """The Trainer arguments among ``names`` (the installed Lightning's) that a pretraining config
+    passes through as written: not refused (``trainer_keys.REFUSED``), not one of the config's
+    own keys (those with a default, described with the schema)."""
+    from solo_hyper.config.pretrain import DEFAULTS
+    from solo_hyper.config.trainer_keys import REFUSED
+
+    return sorted(set(names) - set(REFUSED) - set(DEFAULTS))
+
+
+def installed_trainer() -> tuple[str, set[str]]:
+    """The installed Lightning's version and Trainer argument names (the adapter's)."""
+    from solo_hyper.solo import adapter
+
+    return adapter.LIGHTNING.__version__, adapter.trainer_arg_names()
+
+
+def trainer_problems(names: Iterable[str]) -> list[str]:
+    """Passed-through Trainer arguments without a (type, meaning)."""
+    from solo_hyper.config.trainer_keys import DESCRIPTIONS
+
+    return [f"Trainer keys: {k} has no description" for k in passed_trainer_keys(names)
+            if not _meaning(DESCRIPTIONS.get(k))]  # fmt: skip
+
+
+def trainer_table(names: Iterable[str]) -> list[str]:
+    """The table of the Trainer arguments a pretraining config passes through, of ``names``."""
+    from solo_hyper.config.trainer_keys import DESCRIPTIONS
+
+    rows = [(f"`{k}`", *DESCRIPTIONS.get(k, ("", ""))) for k in passed_trainer_keys(names)]
+    return table(("key", "type", "meaning"), rows)
+
+
+def trainer_markdown(version: str, names: Iterable[str]) -> list[str]:
+    from solo_hyper.config.trainer_keys import REFUSED
+
+    refused = [(f"`{k}`", why) for k, why in REFUSED.items() if k in set(names)]
+    return [
+        "### Lightning Trainer keys", "",
+        f"Lightning {version}'s Trainer arguments (solo-learn 1.0.2's environment) that a "
+        "pretraining config passes to the Trainer as written, besides those above: absent ones "
+        "take Lightning's defaults. solo-learn main's Lightning 2 has its own set "
+        "([docs/solo-main.md](solo-main.md#lightning-2s-trainer-keys)).", "",
+        *trainer_table(names), "",
+        "A config that gives one of these Trainer arguments is refused, with what to set instead:",
+        "", *table(("key", "why"), refused), "",
+    ]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ docstrings
@@ -220,11 +275,23 @@ def schema_markdown(section: Section) -> list[str]:
             *table(("key", "type", "default", "meaning"), rows), ""]  # fmt: skip
 
 
+def read_with(field: str, args: type) -> str:
+    """Where a method argument is read only under some geometries (``heads.GEOMETRY_ONLY_ARGS``,
+    for methods with a ``geometry``), the words that say which; else empty."""
+    from solo_hyper.heads import GEOMETRY_ONLY_ARGS
+
+    has_geometry = "geometry" in {f.name for f in dataclasses.fields(args)}
+    if not has_geometry or field not in GEOMETRY_ONLY_ARGS:
+        return ""
+    return "read only with geometry " + " | ".join(GEOMETRY_ONLY_ARGS[field]) + ": "
+
+
 def method_markdown(name: str, objective: type) -> list[str]:
     args = objective.Args
     meanings = attribute_meanings(args)
     rows = [(f"`{f.name}`", str(f.type).replace("None", "null"), f"`{value_text(f.default)}`",
-             markdown_text(meanings.get(f.name, ""))) for f in dataclasses.fields(args)]  # fmt: skip
+             read_with(f.name, args) + markdown_text(meanings.get(f.name, "")))
+            for f in dataclasses.fields(args)]  # fmt: skip
     return [f"### `{name}`: {objective.__name__} (`{args.__name__}`)", "", summary(objective), "",
             *table(("key", "type", "default", "meaning"), rows), ""]  # fmt: skip
 
@@ -252,8 +319,9 @@ HEADER = f"""# Configuration reference
 
 Every command reads one config: its defaults, then a YAML file (`--config FILE`), then
 `dotted.key=value` overrides on the command line (`optimizer.lr=0.5`, `augmentations.0.crop_size=28`).
-The keys are checked against the defaults (an unknown key is refused with the closest name) and
-the values before any work starts. `<i>` in a key is the index of a list entry; a key of type
+The keys are checked against the defaults and, in a pretraining config, the Lightning Trainer keys
+listed below (an unknown key is refused with the closest name), and the values before any work
+starts. `<i>` in a key is the index of a list entry; a key of type
 `mapping` is one row, whose meaning says what its entries may be.
 """
 
@@ -264,8 +332,10 @@ def reference() -> str:
     from solo_hyper.solo.baselines import BASELINES
 
     lines = [HEADER]
-    for section in sections():
+    for i, section in enumerate(sections()):
         lines += schema_markdown(section)
+        if i == 0:  # the pretraining config's Trainer keys
+            lines += trainer_markdown(*installed_trainer())
     lines += ["## Method arguments (`method_kwargs`)", "",
               "A plugin method's `method_kwargs` are its objective's `Args` dataclass "
               "(`solo_hyper.objectives`); a plain PyTorch loop passes the same dataclass to the "
@@ -289,16 +359,35 @@ def problems() -> list[str]:
     from solo_hyper.objectives import OBJECTIVES
 
     out = [p for section in sections() for p in description_problems(section)]
+    out += trainer_problems(installed_trainer()[1])
     return out + [p for name, obj in OBJECTIVES.items() for p in args_problems(name, obj.Args)]
 
 
-def main() -> int:
-    missing = problems()
+def main(argv: list[str] | None = None) -> int:
+    """The page on stdout (1 and what is missing on stderr when a key has no meaning), made in
+    solo-learn 1.0.2's environment; ``--trainer-keys``: only the table of the installed
+    Lightning's Trainer keys (solo-learn main's environment: docs/solo-main.md's table)."""
+    from solo_hyper.solo import adapter
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--trainer-keys"]:
+        missing = trainer_problems(installed_trainer()[1])
+        text = "\n".join(trainer_table(installed_trainer()[1])) + "\n"
+    elif argv:
+        print(f"usage: {COMMAND}\n       python -m solo_hyper.cli.reference --trainer-keys",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    elif adapter.API_VERSION != "v1":
+        print(f"the configuration reference is made in solo-learn 1.0.2's environment (found "
+              f"{adapter.API}); this one's Trainer keys: --trainer-keys", file=sys.stderr)  # fmt: skip
+        return 2
+    else:
+        missing, text = problems(), reference()
     if missing:
         print("the configuration reference is incomplete:\n  " + "\n  ".join(missing),
               file=sys.stderr)  # fmt: skip
         return 1
-    sys.stdout.write(reference())
+    sys.stdout.write(text)
     return 0
 
 

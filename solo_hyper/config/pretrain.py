@@ -3,7 +3,8 @@
 One place for defaults (``DEFAULTS``); loading and overrides live in ``loading``. The layout follows solo-learn's YAML
 (``method``, ``backbone``, ``method_kwargs``, ``data``, ``augmentations``, ``optimizer``,
 ``scheduler``, ``checkpoint``, ``auto_resume``, ``wandb``), and top-level Lightning Trainer keys
-(``max_epochs``, ``devices``, ``precision``, ``limit_train_batches``, ...) are passed through.
+(``max_epochs``, ``devices``, ``precision``, ``limit_train_batches``, ...) are passed through,
+except those ``trainer_keys.REFUSED`` names.
 Validation happens before any work starts and every message says what to change.
 """
 
@@ -16,8 +17,9 @@ from typing import Any
 
 from solo_hyper.augment import DEFAULT_CROP, with_defaults
 from solo_hyper.config.errors import ConfigError, closest
-from solo_hyper.config.loading import check_keys, positive_int_or_none
+from solo_hyper.config.loading import check_keys, load_config, positive_int_or_none
 from solo_hyper.config.schema import Schema, method_schema
+from solo_hyper.config.trainer_keys import REFUSED, trainer_arg_names
 from solo_hyper.data import DATASETS, IDX_SOURCES, holds_idx
 
 DEFAULTS: dict[str, Any] = {
@@ -76,9 +78,12 @@ DEFAULTS: dict[str, Any] = {
     "nan_guard": {"enabled": True},
     # how the step runs, not what it computes (run.layout, docs/performance.md): weights in
     # channels-last memory; the backbone compiled with torch.compile (opt-in: it did not pay on
-    # the measured CPU, see docs/performance.md)
+    # the measured CPU, see docs/performance.md); on CUDA, TF32 matmuls and convolutions and
+    # cuDNN's algorithm search
     "channels_last": False,
     "compile": False,
+    "tf32": True,
+    "cudnn_benchmark": True,
     # Lightning Trainer keys (any other Trainer argument is accepted too)
     "max_epochs": 100,
     "devices": 1,
@@ -171,10 +176,12 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "nan_guard.enabled": ("bool", "stop the run at a non-finite loss: recorded on the device each step, read at logging steps and before every checkpoint, so no checkpoint holds its update (docs/performance.md)"),
     "channels_last": ("bool", "train the backbone and the crops in channels-last memory (how the step runs, not what it computes: not part of the run's identity)"),
     "compile": ("bool", "compile the backbone with torch.compile (opt-in; not part of the run's identity; docs/performance.md says where it pays)"),
+    "tf32": ("bool", "on CUDA, float32 matmuls and convolutions on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32); false: full float32. Not part of the run's identity; nothing on the CPU"),
+    "cudnn_benchmark": ("bool", "on CUDA, cuDNN times its convolution algorithms for the step's shapes once (torch.backends.cudnn.benchmark). Not part of the run's identity; nothing on the CPU"),
     "max_epochs": ("int", "Lightning Trainer: epochs of training"),
     "devices": ("int | list[int] | str", "Lightning Trainer: devices per node"),
     "accelerator": ("str", "Lightning Trainer: auto | cpu | gpu | ..."),
-    "precision": ("int | str", "Lightning Trainer: 32, 16 (mixed) or bf16"),
+    "precision": ("int | str", "Lightning Trainer: 32 (float32), 16-mixed (float16 autocast with loss scaling; GPU), bf16-mixed (bfloat16 autocast) or 64; Lightning 1.x's 16 and bf16 and Lightning 2's 32-true and 64-true are the same, each given to the installed Lightning in its own spelling"),
     "strategy": ("str | null", "Lightning Trainer: ddp, ... (null: Lightning's choice)"),
     "num_nodes": ("int", "Lightning Trainer: machines"),
     "accumulate_grad_batches": ("int", "Lightning Trainer: batches per optimiser step"),
@@ -198,10 +205,15 @@ def complete(cfg: dict, trainer_keys: set[str]) -> dict:
         The complete config; a known dataset's mean and std fill absent ones.
 
     Raises:
-        ConfigError: an unknown key, a value of the wrong kind, or augmentations that are not
-            a non-empty list of crop entries.
+        ConfigError: an unknown key, a Trainer argument a config may not give
+            (``trainer_keys.REFUSED``), a value of the wrong kind, or augmentations that are
+            not a non-empty list of crop entries.
     """
-    out = PRETRAIN.complete(cfg, trainer_keys)
+    refused = [key for key in cfg if key in REFUSED and key not in DEFAULTS]
+    if refused:
+        key = refused[0]
+        raise ConfigError(f"{key} is a Lightning Trainer argument a config may not give: {REFUSED[key]}")
+    out = PRETRAIN.complete(cfg, set(trainer_keys) - set(REFUSED))
     data = out["data"]
     info = DATASETS.get(data["dataset"]) if isinstance(data["dataset"], str) else None
     if info is not None:
@@ -215,6 +227,21 @@ def complete(cfg: dict, trainer_keys: set[str]) -> dict:
             raise ConfigError(f"augmentations.{i} must be a mapping")
         check_keys(entry, DEFAULT_CROP, "config", prefix=(f"augmentations.{i}",))
     return out
+
+
+def check_pretrain_config(path: str | None, overrides: list[str] = ()) -> None:
+    """The keys and types of a pretraining config (with its overrides), before the frameworks
+    load, against the Trainer arguments read from Lightning's source (``trainer_keys``): raises
+    the same ConfigError the full check would (no Lightning found: nothing checked here, the
+    full check still runs).
+
+    Args:
+        path: the config file (None: the defaults alone).
+        overrides: ``dotted.key=value`` overrides.
+    """
+    names = trainer_arg_names()
+    if names is not None:
+        complete(load_config(path, overrides), set(names))
 
 
 SMALL_IMAGE_SIZE = 64  # at or below this crop size, solo's ResNets get the CIFAR stem

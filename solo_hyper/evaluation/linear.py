@@ -224,7 +224,7 @@ LINEAR_DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "seed": ("int", "random seed of the evaluation"),
     "accelerator": ("str", "accelerator of the sgd protocol's Trainer: auto | cpu | gpu"),
     "devices": ("int", "devices of the sgd protocol's Trainer"),
-    "precision": ("int | str", "precision of the sgd protocol's Trainer (32, 16 or bf16)"),
+    "precision": ("int | str", "precision of the sgd protocol's Trainer: 32, 16-mixed, bf16-mixed or 64, spelled as the pretraining config's precision"),
 }  # fmt: skip
 
 

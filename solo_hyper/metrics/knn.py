@@ -1,7 +1,10 @@
 """Weighted kNN classification (Wu et al. 2018, as solo-learn's ``WeightedKNNClassifier``).
 
 Pure torch. Votes are weighted by exp(cos/T) for cosine, 1/(d + eps) for Euclidean and
-Poincare distances. Unlike solo-learn 1.0.2 the number of classes is not taken from the test
+Poincare distances. Distances and weights are computed in float32 (float64 stays float64) outside
+autocast, whatever precision the features come in: under 16-mixed the online kNN's features are
+float16, whose products round near-ties into ties and whose exp(cos/T) overflows from cos/T > 11
+(T = 0.07: cos > 0.78), so the neighbours and votes would be another classifier's. Unlike solo-learn 1.0.2 the number of classes is not taken from the test
 targets (which crashes when a small test split lacks a class), and the Poincare distance is
 available for embeddings on the ball. ``nearest_neighbours`` + ``vote`` let a grid of k (and of
 label sets, e.g. fine and coarse classes) share one neighbour search.
@@ -39,25 +42,32 @@ def nearest_neighbours(
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     k = min(k, train_features.shape[0])
-    if distance == "cosine":
-        train_features = F.normalize(train_features, dim=-1)
-        test_features = F.normalize(test_features, dim=-1)
-    weights, indices = [], []
-    for start in range(0, test_features.shape[0], chunk_size):
-        x = test_features[start : start + chunk_size]
+    train_features, test_features = _full_precision(train_features), _full_precision(test_features)
+    with torch.autocast(test_features.device.type, enabled=False):
         if distance == "cosine":
-            weight, idx = (x @ train_features.T).topk(k, dim=1)
-            weight = (weight / temperature).exp()
-        else:
-            if distance == "euclidean":
-                d = torch.cdist(x, train_features)
+            train_features = F.normalize(train_features, dim=-1)
+            test_features = F.normalize(test_features, dim=-1)
+        weights, indices = [], []
+        for start in range(0, test_features.shape[0], chunk_size):
+            x = test_features[start : start + chunk_size]
+            if distance == "cosine":
+                weight, idx = (x @ train_features.T).topk(k, dim=1)
+                weight = (weight / temperature).exp()
             else:
-                d = space.distance_matrix(x, train_features)
-            dist, idx = d.topk(k, dim=1, largest=False)
-            weight = 1.0 / (dist + epsilon)
-        weights.append(weight)
-        indices.append(idx)
+                if distance == "euclidean":
+                    d = torch.cdist(x, train_features)
+                else:
+                    d = space.distance_matrix(x, train_features)
+                dist, idx = d.topk(k, dim=1, largest=False)
+                weight = 1.0 / (dist + epsilon)
+            weights.append(weight)
+            indices.append(idx)
     return torch.cat(weights), torch.cat(indices)
+
+
+def _full_precision(features: torch.Tensor) -> torch.Tensor:
+    """float16 / bfloat16 features as float32 (float32 and float64 unchanged)."""
+    return features.to(torch.promote_types(features.dtype, torch.float32))
 
 
 def vote(

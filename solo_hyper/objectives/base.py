@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -122,9 +123,11 @@ class CropStats:
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
 
     def like(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        shape = (1, -1, 1, 1)
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(shape)
-        return mean, torch.tensor(self.std, dtype=x.dtype, device=x.device).view(shape)
+        """(mean, std) as (1, C, 1, 1) tensors of ``x``'s device and dtype, made once per
+        (statistics, device, dtype) and shared: built per call they would be copied from the host
+        each time (a blocking copy on a GPU, per attack or SGLD step). Read-only."""
+        stats = (tuple(map(float, self.mean)), tuple(map(float, self.std)))
+        return _stats_on(*stats, x.device, x.dtype)
 
     def normalize(self, x: Tensor) -> Tensor:
         """[0, 1] pixels -> the normalised crops the encoder takes."""
@@ -135,6 +138,18 @@ class CropStats:
         """Normalised crops -> [0, 1] pixels."""
         mean, std = self.like(x)
         return (x * std + mean).clamp_(0.0, 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _stats_on(
+    mean: tuple[float, ...], std: tuple[float, ...], device: torch.device, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    # ordinary tensors even when first asked for inside inference mode (an inference tensor
+    # cannot be saved for a later training step's backward)
+    with torch.inference_mode(False), torch.no_grad():
+        shape = (1, -1, 1, 1)
+        made = (torch.tensor(v, dtype=dtype, device=device).view(shape) for v in (mean, std))
+        return tuple(made)
 
 
 # ---------------------------------------------------------------------------------- objective

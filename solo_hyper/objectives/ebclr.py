@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from solo_hyper.attacks import eval_mode
 from solo_hyper.heads import SpaceProjector
 from solo_hyper.losses.ebclr import ebclr_log_density, ebclr_loss
 from solo_hyper.objectives.base import (
@@ -77,7 +78,8 @@ class EBCLRArgs(SpaceArgs):
         buffer_size: chains in the replay buffer; None: the official 50,000 for images of up
             to 32 px, fewer for larger images (as many as fit in the official buffer's 614 MB:
             ``sgld.default_capacity``).
-        buffer_device: where the buffer lives: cpu | device (the model's device).
+        buffer_device: where the buffer lives: cpu | device (the model's device: on a GPU no
+            host copy per step; the GPU configs' choice, its memory checked before the run).
         buffer_init_count: kappa, the use count of the initial chains (the official 5: the
             noise starts at sigma_min).
         buffer_seed: seed of the buffer's draws; None: the run's seed (each DDP rank adds its
@@ -171,16 +173,10 @@ def frozen_norm_statistics(module: nn.Module) -> Iterator[None]:
                 setattr(m, name, value)
 
 
-@contextlib.contextmanager
-def eval_mode_if(module: nn.Module, enabled: bool) -> Iterator[None]:
-    """module.eval() inside the block when enabled, the previous mode afterwards."""
-    was_training = module.training
-    if enabled:
-        module.eval()
-    try:
-        yield
-    finally:
-        module.train(was_training)
+def eval_mode_if(module: nn.Module, enabled: bool) -> contextlib.AbstractContextManager:
+    """``attacks.eval_mode(module)`` when enabled (every submodule's own flag back afterwards),
+    else nothing: the modes are left exactly as they are."""
+    return eval_mode(module) if enabled else contextlib.nullcontext()
 
 
 class EBCLR(Objective):

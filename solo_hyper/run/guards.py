@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from solo_hyper.run.checkpoints import newest_checkpoint
 from solo_hyper.run.progress import is_logging_step
+from solo_hyper.run.ranks import gather_rows
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -46,15 +48,18 @@ class NonFiniteLossGuard(pl.Callback):
         first_bad = torch.isfinite(loss).logical_not() & (self._first[0] < 0)
         self._first = torch.where(first_bad, record, self._first)
         if self.every_step:
-            self.check()
+            self.check(trainer)
 
-    def check(self) -> None:
-        """NonFiniteLossError if a loss recorded so far was not finite (one host read)."""
+    def check(self, trainer: Any = None) -> None:
+        """NonFiniteLossError if a loss recorded so far, on any rank, was not finite (one host
+        read; with ``trainer`` in a multi-process run, a gather of every rank's record first)."""
         if self._first is None:
             return
-        step, epoch, loss = self._first.tolist()
-        if step < 0:
+        records = gather_rows(trainer, self._first).tolist()
+        bad = [r for r in records if r[0] >= 0]
+        if not bad:
             return
+        step, epoch, loss = min(bad)
         last = newest_checkpoint(self.run_dir) if self.run_dir is not None else None
         where = f"the last finite checkpoint is {last}" if last else "no checkpoint was written yet"
         raise NonFiniteLossError(
@@ -65,13 +70,13 @@ class NonFiniteLossGuard(pl.Callback):
 
     def on_train_batch_end(self, trainer, *args) -> None:
         if is_logging_step(trainer):
-            self.check()
+            self.check(trainer)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        self.check()  # raising here writes nothing: the previous checkpoint stays the newest
+        self.check(trainer)  # raising here writes nothing: the previous checkpoint stays the newest
 
     def on_validation_start(self, trainer, pl_module) -> None:
-        self.check()
+        self.check(trainer)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.check()
+        self.check(trainer)

@@ -26,12 +26,12 @@ import yaml
 from solo_hyper.version import __version__
 
 # keys that do not change what a run computes: where it is stored, how it is logged or shown,
-# how the data is read, where training starts from, the memory layout and compilation of the step
-# (the same values within float rounding)
+# how the data is read, where training starts from, the memory layout, compilation and the CUDA
+# math modes of the step (the same values within float rounding)
 OPERATIONAL = (
     ("name",), ("checkpoint",), ("auto_resume",), ("resume_from_checkpoint",), ("logger",),
     ("wandb",), ("enable_progress_bar",), ("enable_model_summary",), ("log_every_n_steps",),
-    ("data", "num_workers"), ("channels_last",), ("compile",),
+    ("data", "num_workers"), ("channels_last",), ("compile",), ("tf32",), ("cudnn_benchmark",),
 )  # fmt: skip
 HASH_CHARS = 16
 

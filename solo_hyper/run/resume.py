@@ -5,8 +5,8 @@ Two things make that so, both in ``ExactResume``:
 
 * every training batch starts from global random states (torch CPU and CUDA, numpy, python)
   seeded by (seed, epoch, batch index, rank), set when the batch reaches the device (before its
-  augmentation): augmentation (kornia draws from torch's global
-  generator), PGD random starts and anything else drawn from the global generators are a
+  augmentation): augmentation (drawn from torch's global generator of the batch's device),
+  PGD random starts and anything else drawn from the global generators are a
   function of where the run is, never of what ran before in the process (start-up, sanity
   validation, a previous epoch's validation). Streams with their own generators (the EBCLR
   replay buffer's slots, proposal and SGLD noise) travel in the checkpoint instead;
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from solo_hyper.data import EpochOrderSampler
+from solo_hyper.distributed import gather_to_rank_zero
 from solo_hyper.solo import adapter
 from solo_hyper.solo.common import BatchSeeder
 
@@ -135,14 +136,12 @@ def merge_epoch_logs(trainer: Any, saved: dict[str, dict[str, Any]]) -> None:
             item.value = item.meta.reduce_fx(item.value, value)
 
 
-def gather_ranks(local: Any) -> dict[str, list]:
-    """Every DDP rank's ``local`` (rank 0 writes the checkpoint): {"ranks": [rank 0's, ...]}."""
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return {"ranks": [local]}
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, local)
-    return {"ranks": gathered}
+def gather_ranks(local: Any) -> dict[str, list] | None:
+    """Every DDP rank's ``local`` (CPU tensors) on rank 0, which writes the checkpoint:
+    {"ranks": [rank 0's, ...]}; None on the other ranks, which never hold another rank's state
+    (the online kNN's feature bank is the bulk of it)."""
+    gathered = gather_to_rank_zero(local)
+    return None if gathered is None else {"ranks": gathered}
 
 
 class ExactResume(BatchSeeder, pl.Callback):
@@ -163,8 +162,10 @@ class ExactResume(BatchSeeder, pl.Callback):
         self._tau: float | None = None
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
-        checkpoint[METRIC_STATES] = gather_ranks(metric_states(pl_module))
-        checkpoint[EPOCH_LOGS] = gather_ranks(epoch_logs(trainer))
+        for key, local in ((METRIC_STATES, metric_states(pl_module)), (EPOCH_LOGS, epoch_logs(trainer))):
+            gathered = gather_ranks(local)
+            if gathered is not None:  # rank 0: the checkpoint it writes holds every rank's
+                checkpoint[key] = gathered
         updater = getattr(pl_module, "momentum_updater", None)
         if updater is not None:  # solo's momentum baselines: tau is scheduled, but not saved
             checkpoint[MOMENTUM_TAU] = float(updater.cur_tau)

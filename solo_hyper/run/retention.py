@@ -11,12 +11,14 @@ the run (``CheckpointWriteError``) with the path of the checkpoint a resume will
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
 from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import LAST, checkpoint_epoch
 from solo_hyper.run.guards import RunStopped
+from solo_hyper.run.ranks import StopVote, any_rank
 from solo_hyper.solo import adapter
 
 pl = adapter.LIGHTNING
@@ -74,15 +76,19 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
             self.write(trainer, self.run_dir / LAST)
 
     def write(self, trainer: Any, path: Path) -> None:
-        """``trainer.save_checkpoint`` (on every rank: it gathers) to a temporary file that rank 0
-        renames over ``path``."""
+        """The trainer's checkpoint (gathered on every rank, written by the strategy: rank 0 under
+        DDP) to a temporary file renamed over ``path``. A failed write on any rank stops every
+        rank (``run/ranks.py``): a rank that stopped alone would leave the others waiting."""
         tmp = path.with_name(f".{path.name}.tmp")
+        error: OSError | None = None
         try:
-            trainer.save_checkpoint(str(tmp))
+            trainer.strategy.save_checkpoint(trainer._checkpoint_connector.dump_checkpoint(), str(tmp))
             if trainer.is_global_zero:
                 tmp.replace(path)
         except OSError as err:
-            self.failed(trainer, path, tmp, err)
+            error = err
+        if any_rank(trainer, error is not None):
+            self.failed(trainer, path, tmp, error)
         self.saved_step = int(trainer.global_step)
 
     def copy(self, trainer: Any, source: Path, path: Path) -> None:
@@ -95,34 +101,47 @@ class RunCheckpoint(pl.callbacks.Checkpoint):
         except OSError as err:
             self.failed(trainer, path, tmp, err)
 
-    def failed(self, trainer: Any, path: Path, tmp: Path, err: OSError) -> None:
+    def failed(self, trainer: Any, path: Path, tmp: Path, err: OSError | None) -> None:
         tmp.unlink(missing_ok=True)
+        reason = "another rank could not write its part" if err is None else (err.strerror or err)
         last = self.run_dir / LAST
         kept = f"the previous checkpoint {last} is intact" if last.is_file() else "no checkpoint was written yet"
         raise CheckpointWriteError(
             f"could not write checkpoint {path} at global step {trainer.global_step} "
-            f"({err.strerror or err}); {kept}. Free space in {self.run_dir.parent} (or point "
+            f"({reason}); {kept}. Free space in {self.run_dir.parent} (or point "
             "checkpoint.dir elsewhere with the run directory moved there) and run the same "
             "command again: it resumes from that checkpoint."
         ) from None
 
 
 class StopOnRequest(pl.Callback):
-    """Ends training at the next step boundary after a SIGINT/SIGTERM (``run/stop.py``): the
-    running step completes, ``last.ckpt`` is written at the boundary where ``RunCheckpoint``
-    writes its step checkpoints (so the resume is exact), then ``Interrupted`` is raised."""
+    """Ends training at a step boundary after a SIGINT/SIGTERM (``run/stop.py``): the running
+    step completes, ``last.ckpt`` is written at the boundary where ``RunCheckpoint`` writes its
+    step checkpoints (so the resume is exact), then ``Interrupted`` is raised.
+
+    The ranks of a multi-process run vote on the request every step (``ranks.StopVote``): a
+    signal that reaches one rank first stops every rank at the same step, one step later than a
+    single process stops, and every rank writes its part of the checkpoint."""
 
     def __init__(self, writer: RunCheckpoint | None) -> None:
         self.writer = writer
+        self.vote = StopVote()
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
+        self.vote = StopVote.across_ranks()  # the process group exists from here on
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        signum = stop.requested()
+        signum = self.vote.poll(stop.requested())
         if signum is None:
             return
         step = int(trainer.global_step)
         if self.writer is not None and step != self.writer.saved_step:
             self.writer.write(trainer, self.writer.run_dir / LAST)
-        raise stop.Interrupted(signum, "stopped at a step boundary")
+        here = "" if stop.requested() is not None else f" ({signal.Signals(signum).name} reached another rank)"
+        raise stop.Interrupted(signum, f"stopped at a step boundary{here}")
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
+        self.vote.close()
 
 
 def checkpoint_callbacks(cfg: dict, run_dir: Path) -> list:

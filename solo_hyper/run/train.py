@@ -43,6 +43,7 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
+from solo_hyper.machine import describe
 from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_checkpoint
@@ -52,13 +53,14 @@ from solo_hyper.run.identity import (
     float32_value,
     write_json_atomic,
 )
-from solo_hyper.run.layout import TrainingLayout
+from solo_hyper.run.layout import training_layout
 from solo_hyper.run.lock import hold
 from solo_hyper.run.loggers import LogConfig, build_loggers, check_logger_packages
 from solo_hyper.run.progress import StepProgressBar
 from solo_hyper.run.resume import MID_EPOCH_WARNING, ExactResume
 from solo_hyper.run.retention import checkpoint_callbacks
 from solo_hyper.run.rundir import open_run, plan_run
+from solo_hyper.run.throughput import Throughput
 from solo_hyper.solo import adapter
 from solo_hyper.solo.baselines import unknown_method_message
 
@@ -124,8 +126,9 @@ def check_environment(cfg: dict) -> None:
             )
 
 
-NOT_TRAINER = {"logger", "resume_from_checkpoint", "callbacks", "enable_checkpointing",
-               "default_root_dir"}  # fmt: skip
+# the config's own keys of these names (the Trainer's are set by pretrain; trainer_keys.REFUSED
+# refuses the rest of pretrain's own Trainer arguments before any work)
+NOT_TRAINER = {"logger", "resume_from_checkpoint"}
 
 
 def trainer_kwargs(cfg: dict) -> dict:
@@ -139,24 +142,6 @@ def trainer_kwargs(cfg: dict) -> dict:
     else:
         kwargs["strategy"] = adapter.trainer_strategy(kwargs["strategy"])
     return kwargs
-
-
-class Throughput(pl.Callback):
-    """Training images per second, measured over training batches only (no validation)."""
-
-    def __init__(self) -> None:
-        self.images, self.seconds, self._t0 = 0, 0.0, 0.0
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args) -> None:
-        self._t0 = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args) -> None:
-        self.seconds += time.perf_counter() - self._t0
-        self.images += int(batch[0].shape[0]) * trainer.world_size
-
-    @property
-    def images_per_second(self) -> float:
-        return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
 def cluster_plugins() -> list:
@@ -279,8 +264,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
                  *checkpoint_callbacks(cfg, run_dir)]  # fmt: skip
     if cfg["nan_guard"]["enabled"]:
         callbacks.append(NonFiniteLossGuard(run_dir))
-    if cfg["channels_last"] or cfg["compile"]:
-        callbacks.append(TrainingLayout(cfg["channels_last"], cfg["compile"]))
+    callbacks.append(training_layout(cfg))
     # a method's own callbacks (EBCLR: its replay buffer) come from its configure_callbacks
     run_loggers = build_loggers(cfg, run_dir, info)
     if run_loggers:
@@ -339,6 +323,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         "wall_time_s": round(wall, 2),
         "images_per_s": round(throughput.images_per_second, 1),
         "peak_memory_mb": round(peak_memory_mb(model.device), 1),
+        "machine": describe(model.device, trainer.world_size),  # the table's Machine line
         "units": "accuracies in percent",
         "online_linear_acc1": metrics.get("val_acc1"),
         "knn_acc1": metrics.get("val_knn_acc1"),

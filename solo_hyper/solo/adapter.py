@@ -26,7 +26,7 @@ from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.solo import compat
 from solo_hyper.solo.api import detect_api
 from solo_hyper.solo.baselines import baseline_defaults_for, baseline_of, trainable_methods
-from solo_hyper.solo.common import PLUGIN_METHODS, objective_args, plugin_method
+from solo_hyper.solo.common import plugin_methods
 
 if detect_api(BaseMethod) == "v1":
     from solo_hyper.solo import v1 as shim
@@ -120,11 +120,12 @@ def method_info(name: str) -> MethodInfo:
     Raises:
         ConfigError: a solo class that is neither a plugin method nor in the baselines' table.
     """
-    if name in PLUGIN_METHODS:
-        spec = plugin_method(name)
+    method = plugin_methods().get(name)
+    if method is not None:
+        objective = method.OBJECTIVE
         return MethodInfo(
-            METHODS[name], spec.objective.Args.defaults(), lambda given: objective_args(name, given),
-            spec.objective.required_crops, (spec.check_config,) if spec.check_config else (),
+            method, objective.Args.defaults(), method.objective_args, objective.required_crops,
+            (method.check_config,),
         )  # fmt: skip
     cls = plugin_class(METHODS[name])
     defaults = baseline_defaults_for(cls, shim.API_VERSION)

@@ -1,19 +1,19 @@
 """The LightningModule pieces both solo-learn versions share (the shims ``v1.py`` and ``v2.py``
-build their classes on them) and the declarations of this plugin's methods.
+build their classes on them), among them the base of this plugin's methods.
 
 The pieces of solo-learn used here have the same import path and meaning in 1.0.2 and in main
-(``solo.utils.knn``); the shims add only what differs. ``adapter.py`` is the public side.
+(``solo.utils.knn``, ``solo.methods.METHODS``); the shims add only what differs. ``adapter.py``
+is the public side.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
+from solo.methods import METHODS
 from solo.utils.knn import WeightedKNNClassifier
 from torch import nn
 
@@ -96,56 +96,6 @@ class AccumulatingKNN(WeightedKNNClassifier):
         if self.reset_on_compute:
             self.reset()
         return self.scale * top1, self.scale * top5
-
-
-# ---------------------------------------------------------------------------------- plugin methods
-@dataclass(frozen=True)
-class PluginMethod:
-    """One of this plugin's methods as solo-learn runs it: its objective (the paper's idea, torch
-    only) and the framework glue that objective needs, all declared (``solo_hyper.methods``):
-
-    - ``check_config(cfg)``: checks that need the whole run config (EBCLR: its buffer's memory);
-    - ``callbacks(args)``: the Lightning callbacks that supply the objective's ``step_inputs``
-      (EBCLR: its replay buffer), attached by the method's ``configure_callbacks`` under every
-      launcher;
-    - ``step_inputs(module, batch)``: those inputs for one step, read from the callbacks.
-    """
-
-    objective: type[Objective]
-    check_config: Callable[[dict], None] | None = None
-    callbacks: Callable[[ObjectiveArgs], list] | None = None
-    step_inputs: Callable[[Any, list], dict[str, Any]] | None = None
-
-
-PLUGIN_METHODS: dict[str, PluginMethod] = {}  # filled by solo_hyper.methods
-
-
-def plugin_method(name: str) -> PluginMethod:
-    """The declaration of plugin method ``name``; KeyError naming the known ones."""
-    if name not in PLUGIN_METHODS:
-        raise KeyError(f"{name!r} is not a solo-hyper method; known: {sorted(PLUGIN_METHODS)}")
-    return PLUGIN_METHODS[name]
-
-
-_MADE: dict[tuple[str, str], ObjectiveArgs] = {}  # objective_args' results (frozen: shared)
-
-
-def objective_args(name: str, given: SimpleNamespace | dict) -> ObjectiveArgs:
-    """Plugin method ``name``'s arguments from ``method_kwargs`` (the objective's dataclass: the
-    one check of each argument); ValueError naming the key. Made once per distinct
-    ``method_kwargs``: ``prepare``'s are the ones solo main's config hook finds again when the
-    module is built from them."""
-    given = dict(given) if isinstance(given, dict) else vars(given)
-    key = (name, json.dumps(given, sort_keys=True, default=repr))
-    if key not in _MADE:
-        try:
-            made = plugin_method(name).objective.Args.from_mapping(given)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"method_kwargs.{err}") from None
-        if len(_MADE) >= 256:
-            _MADE.clear()
-        _MADE[key] = made
-    return _MADE[key]
 
 
 class BatchSeeder:
@@ -251,51 +201,91 @@ class PluginMixin:
 SPACE_CHECKPOINT_KEY = "embedding_space"  # where a checkpoint records the projector's space
 
 
-class ObjectiveMethodMixin:
-    """The generic solo-learn method around any of this plugin's objectives, the same under
-    either solo-learn (each adapter's ``ObjectiveMethod`` adds how its version constructs it).
+_MADE: dict[tuple[str, str], ObjectiveArgs] = {}  # objective_args' results (frozen: shared)
 
-    The constructor is given the method's name (solo's ``method``) and its ``method_kwargs``,
-    checks them (``objective_args``) before solo's constructor runs, and ends with ``build``: from
-    the declaration (``PluginMethod``), the objective on the crops' statistics and its head
-    (``projector``). Each step: the
-    objective's ``prepare`` (with the ``step_inputs`` its glue reads from the callbacks), solo's
+
+class ObjectiveMethodMixin:
+    """The solo-learn method around any of this plugin's objectives, the same under either
+    solo-learn (each shim's ``ObjectiveMethod`` adds how its version constructs it).
+
+    Each method is a subclass (``solo_hyper/methods/<name>.py``) that names its objective
+    (``OBJECTIVE``: arguments, head, crops and loss, torch only) and overrides the glue hooks
+    its objective needs (``check_config``, ``method_callbacks``, ``step_inputs``; EBCLR's replay
+    buffer). The constructor checks the ``method_kwargs`` (``objective_args``) before solo's
+    constructor runs and ends with ``build``: the objective on the crops' statistics and its
+    head (``projector``). Each step: the objective's ``prepare`` (with ``step_inputs``), solo's
     base step (online classifier, kNN, logging) and the objective's ``loss``.
     """
 
     BACKBONE_ATTR = "backbone"  # solo 1.0.2: "encoder"
-    METHOD: str | None = None  # the method's name, set by each method's class (method_classes)
+    METHOD: ClassVar[str | None] = None  # the method's name in solo's METHODS, set by each method
+    OBJECTIVE: ClassVar[type[Objective] | None] = None  # the objective it runs, set likewise
     method: str
-    plugin: PluginMethod
     args: ObjectiveArgs
     objective: Objective
 
+    # ------------------------------------------------------------------ the method's declaration
     @classmethod
     def method_name(cls, given: str | None = None) -> str:
         """The method this class builds (``METHOD``); a launcher's ``method`` must agree."""
-        if cls.METHOD is None:
+        if cls.METHOD is None or cls.OBJECTIVE is None:
             raise TypeError(
                 f"{cls.__name__} is the base of this plugin's methods: build one of "
-                f"solo.methods.METHODS[name] for name in {sorted(PLUGIN_METHODS)}"
+                f"solo.methods.METHODS[name] for name in {sorted(plugin_methods())}"
             )
         if given is not None and str(given) != cls.METHOD:
             raise ValueError(f"{cls.__name__} builds method {cls.METHOD!r}, got method={given!r}")
         return cls.METHOD
 
-    def build(self, name: str, args: ObjectiveArgs) -> None:
-        """The objective of method ``name`` on ``args`` (``objective_args``, checked before solo's
-        constructor ran) and its head; called at the end of construction."""
-        self.method, self.plugin, self.args = name, plugin_method(name), args
-        self.objective = self.plugin.objective(self.args, self.crop_stats)
+    @classmethod
+    def objective_args(cls, given: SimpleNamespace | dict) -> ObjectiveArgs:
+        """The method's arguments from ``method_kwargs`` (the objective's dataclass: the one check
+        of each argument); ValueError naming the key. Made once per distinct ``method_kwargs``:
+        ``prepare``'s are the ones solo main's config hook finds again when the module is built
+        from them."""
+        name = cls.method_name()
+        given = dict(given) if isinstance(given, dict) else vars(given)
+        key = (name, json.dumps(given, sort_keys=True, default=repr))
+        if key not in _MADE:
+            try:
+                made = cls.OBJECTIVE.Args.from_mapping(given)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"method_kwargs.{err}") from None
+            if len(_MADE) >= 256:
+                _MADE.clear()
+            _MADE[key] = made
+        return _MADE[key]
+
+    @staticmethod
+    def check_config(cfg: dict) -> None:
+        """Checks that need the whole run config, run before any work (none by default; EBCLR:
+        its buffer's memory)."""
+
+    def method_callbacks(self) -> list:
+        """The Lightning callbacks that supply the objective's ``step_inputs`` (none by default;
+        EBCLR: its replay buffer)."""
+        return []
+
+    def step_inputs(self, batch: list[Any]) -> dict[str, Any]:
+        """What the objective's ``prepare`` takes besides the batch this step, read from the
+        ``method_callbacks`` (none by default; EBCLR: its chain starts)."""
+        return {}
+
+    # ------------------------------------------------------------------ the objective and its head
+    def build(self, args: ObjectiveArgs) -> None:
+        """The objective on ``args`` (``objective_args``, checked before solo's constructor ran)
+        and its head; called at the end of construction."""
+        self.method, self.args = self.method_name(), args
+        self.objective = self.OBJECTIVE(self.args, self.crop_stats)
         self.projector = self.objective.head(self.features_dim)
 
     @property
     def pixel_space_crops(self) -> bool:  # type: ignore[override]
-        return self.plugin.objective.pixel_space_crops
+        return self.OBJECTIVE.pixel_space_crops
 
     @property
     def required_crops(self) -> int | None:
-        return self.plugin.objective.required_crops
+        return self.OBJECTIVE.required_crops
 
     @property
     def embedding_space(self) -> Manifold:
@@ -325,10 +315,7 @@ class ObjectiveMethodMixin:
         ``encode``, a view made each step (it holds no weights of its own)."""
         return Net(getattr(self, self.BACKBONE_ATTR), self.projector, self.encode)
 
-    def method_callbacks(self) -> list:
-        """The callbacks the objective needs (EBCLR: its replay buffer); none for the others."""
-        return self.plugin.callbacks(self.args) if self.plugin.callbacks else []
-
+    # ------------------------------------------------------------------ the step
     def configure_callbacks(self) -> list:
         """``method_callbacks``, under every launcher: this plugin's ``pretrain``, solo's scripts
         and any Trainer a user builds attach them from here (Lightning 1.9 and 2.x); one of a type
@@ -337,9 +324,8 @@ class ObjectiveMethodMixin:
         return [c for c in self.method_callbacks() if type(c) not in present]
 
     def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor:
-        inputs = self.plugin.step_inputs(self, batch) if self.plugin.step_inputs else {}
         net = self.objective_net()
-        batch, extras = self.objective.prepare(net, batch, **inputs)
+        batch, extras = self.objective.prepare(net, batch, **self.step_inputs(batch))
         out = super().training_step(batch, batch_idx)  # solo: online classifier, kNN, logging
         feats = out["feats"]
         # solo main's base step runs forward (which adds z) on every crop; 1.0.2's encodes only
@@ -357,6 +343,15 @@ class ObjectiveMethodMixin:
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
         checkpoint[SPACE_CHECKPOINT_KEY] = self.embedding_space.to_dict()
+
+
+def plugin_methods() -> dict[str, type[ObjectiveMethodMixin]]:
+    """This plugin's methods in solo's registry (``solo.methods.METHODS``), by name; empty until
+    ``solo_hyper.methods`` registered them."""
+    return {
+        name: cls for name, cls in METHODS.items()
+        if isinstance(cls, type) and issubclass(cls, ObjectiveMethodMixin) and cls.METHOD == name
+    }  # fmt: skip
 
 
 class PluginLinearMixin:

@@ -121,10 +121,10 @@ class PluginBase(common.PluginMixin, BaseMethod):
 
 class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
     """This plugin's methods under solo-learn 1.0.2, built from 1.0.2's flat keyword arguments as
-    solo's launcher and tests build theirs (``METHODS[name](**kwargs)``): one subclass per method
-    names its objective (``METHOD``); its ``method_kwargs`` come as keyword arguments too (absent
-    ones take the objective's defaults), or checked already as ``objective_args`` (``prepare``'s,
-    passed by ``build_method``).
+    solo's launcher and tests build theirs (``METHODS[name](**kwargs)``): each method's class
+    (``solo_hyper/methods/``) names its objective; its ``method_kwargs`` come as keyword arguments
+    too (absent ones take the objective's defaults), or checked already as ``objective_args``
+    (``prepare``'s, passed by ``build_method``).
 
     Args:
         method: the method's name, which solo's launcher passes; it must agree with the class.
@@ -139,13 +139,12 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         self, *, method: str | None = None, objective_args: ObjectiveArgs | None = None,
         **kwargs: Any,
     ) -> None:  # fmt: skip
-        name = self.method_name(method)
-        defaults = common.plugin_method(name).objective.Args.defaults()
-        given = {key: kwargs.pop(key) for key in defaults if key in kwargs}
+        self.method_name(method)
+        given = {key: kwargs.pop(key) for key in self.OBJECTIVE.Args.defaults() if key in kwargs}
         if objective_args is None:  # built as solo builds methods, not from prepare's arguments
-            objective_args = common.objective_args(name, given)  # a clear error before any work
+            objective_args = self.objective_args(given)  # a clear error before any work
         super().__init__(**kwargs)
-        self.build(name, objective_args)
+        self.build(objective_args)
 
     @classmethod
     def add_model_specific_args(cls, parent_parser: argparse.ArgumentParser):
@@ -155,8 +154,8 @@ class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
         parent_parser = BaseMethod.add_model_specific_args(parent_parser)
         group = parent_parser.add_argument_group("solo-hyper methods")
         kinds: dict[str, type] = {}
-        for spec in common.PLUGIN_METHODS.values():
-            for name, default in spec.objective.Args.defaults().items():
+        for method in common.plugin_methods().values():
+            for name, default in method.OBJECTIVE.Args.defaults().items():
                 kinds.setdefault(name, type(default) if default is not None else None)
         for name, kind in sorted(kinds.items()):
             parse = {bool: _str2bool, None: yaml.safe_load}.get(kind, kind)  # None: int, null...

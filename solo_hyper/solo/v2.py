@@ -250,46 +250,43 @@ class PluginBase(common.PluginMixin, CosineSchedule, BaseMethod):
 
 class ObjectiveMethod(common.ObjectiveMethodMixin, PluginBase):
     """This plugin's methods under solo main, built from solo main's OmegaConf cfg as solo's
-    launcher and tests build theirs (``METHODS[name](cfg)``): one subclass per method names its
-    objective (``METHOD``; ``cfg.method``, which solo's launcher sets, must agree). Its arguments
-    are ``objective_args`` as ``prepare`` checked them (passed by ``build_method``), else they
-    come from ``cfg.method_kwargs`` and are checked here, with the crops and the whole-config
-    checks, before solo's constructor runs; ``cfg.method_kwargs`` is then complete (solo's
-    launchers write it to ``args.json``)."""
+    launcher and tests build theirs (``METHODS[name](cfg)``): each method's class
+    (``solo_hyper/methods/``) names its objective (``cfg.method``, which solo's launcher sets,
+    must agree). Its arguments are ``objective_args`` as ``prepare`` checked them (passed by
+    ``build_method``), else they come from ``cfg.method_kwargs`` and are checked here, with the
+    crops and the whole-config checks, before solo's constructor runs; ``cfg.method_kwargs`` is
+    then complete (solo's launchers write it to ``args.json``)."""
 
     def __init__(self, cfg: DictConfig, objective_args: ObjectiveArgs | None = None) -> None:
         OmegaConf.set_struct(cfg, False)
-        name = self.method_name(omegaconf_select(cfg, "method", None))
+        self.method_name(omegaconf_select(cfg, "method", None))
         if objective_args is None:  # built as solo builds methods, not from prepare's arguments
-            objective_args = common.objective_args(name, plain(cfg.get("method_kwargs")) or {})
-            self.check_solo_cfg(name, cfg, dataclasses.asdict(objective_args))
+            objective_args = self.objective_args(plain(cfg.get("method_kwargs")) or {})
+            self.check_solo_cfg(cfg, dataclasses.asdict(objective_args))
         cfg.method_kwargs = dataclasses.asdict(objective_args)
         super().__init__(cfg)  # solo's hook below finds these arguments made (objective_args)
-        self.build(name, objective_args)
+        self.build(objective_args)
 
     @classmethod
     def add_and_assert_specific_cfg(cls, cfg: DictConfig) -> DictConfig:
         """solo main's config hook (its constructor and its method tests call it): the
         objective's defaults filled into ``method_kwargs``, checked (ValueError)."""
         cfg = BaseMethod.add_and_assert_specific_cfg(cfg)
-        name = cls.method_name(omegaconf_select(cfg, "method", None))
-        args = common.objective_args(name, plain(omegaconf_select(cfg, "method_kwargs", None)) or {})
+        cls.method_name(omegaconf_select(cfg, "method", None))
+        args = cls.objective_args(plain(omegaconf_select(cfg, "method_kwargs", None)) or {})
         cfg.method_kwargs = dataclasses.asdict(args)
         return cfg
 
-    @staticmethod
-    def check_solo_cfg(name: str, cfg: DictConfig, method_kwargs: dict) -> None:
+    @classmethod
+    def check_solo_cfg(cls, cfg: DictConfig, method_kwargs: dict) -> None:
         """The crops and the whole-config checks (EBCLR's buffer) of a cfg that ``prepare``
         did not check (ValueError)."""
-        required = common.plugin_method(name).objective.required_crops
+        required = cls.OBJECTIVE.required_crops
         crops = int(cfg.data.num_large_crops) + int(cfg.data.num_small_crops)
         if required is not None and crops != required:
-            raise ValueError(
-                f"{name} works on exactly {required} crops per image; the augmentations give {crops}"
-            )
-        check_config = common.plugin_method(name).check_config
-        if check_config is not None:
-            check_config({**plain(add_plugin_cfg(cfg)), "method_kwargs": method_kwargs})
+            raise ValueError(f"{cls.METHOD} works on exactly {required} crops per image; "
+                             f"the augmentations give {crops}")  # fmt: skip
+        cls.check_config({**plain(add_plugin_cfg(cfg)), "method_kwargs": method_kwargs})
 
     def multicrop_forward(self, X: torch.Tensor) -> dict[str, Any]:
         out = super().multicrop_forward(X)

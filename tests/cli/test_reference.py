@@ -4,14 +4,21 @@ catch a missing, stale or mistyped entry."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+import torch
+
+from solo_hyper import objectives
 from solo_hyper.cli import reference
-from solo_hyper.config import pretrain, robust
+from solo_hyper.config import ConfigError, pretrain, robust
+from solo_hyper.geometry import GEOMETRIES
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"
@@ -130,3 +137,91 @@ def test_the_command_prints_the_page():
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == PAGE.read_text()
+
+
+# ------------------------------------------------------------- the page against the loader
+def page_tables(text: str, heading: str) -> dict[str, list[str]]:
+    """Key -> the other cells, of every ``| key | type | ...`` table under a heading of the page
+    (up to the next heading of its level or above)."""
+    level = heading.split(" ")[0]
+    lines = text.split(heading + "\n", 1)[1].splitlines()
+    rows: dict[str, list[str]] = {}
+    in_table = False
+    for line in lines:
+        if line.startswith("#") and len(line.split(" ")[0]) <= len(level):
+            break
+        if line.startswith("| key | type |"):
+            in_table = True
+        elif not line.startswith("|"):
+            in_table = False
+        elif in_table and line.startswith("| `"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_pretraining_keys_listed_are_exactly_those_the_loader_accepts():
+    """Every top-level key of the page's pretraining tables (the schema's and the installed
+    Lightning's Trainer keys) is accepted by the loader, and every Trainer argument it does not
+    list is refused: those of ``trainer_keys.REFUSED`` with what to set instead."""
+    from solo_hyper.config.trainer_keys import REFUSED
+    from solo_hyper.solo import adapter
+
+    listed = {key.split(".")[0] for key in page_tables(PAGE.read_text(), "## Pretraining")}
+    names = adapter.trainer_arg_names()
+    assert set(reference.passed_trainer_keys(names)) <= listed
+    base = {"method": "hcl", "data": {"dataset": "fashionmnist"}}
+    for key in sorted(names | set(pretrain.DEFAULTS)):
+        cfg = {**base, key: base.get(key, pretrain.DEFAULTS.get(key))}
+        if key in listed:
+            pretrain.complete(cfg, names)
+            continue
+        with pytest.raises(ConfigError, match=re.escape(REFUSED[key])):
+            pretrain.complete(cfg, names)
+
+
+def _head_behaviour(objective: type, geometry: str, **given) -> tuple[torch.Tensor, list[str]]:
+    """A head's points for fixed features, and its trainable parameters."""
+    args = objective.Args(**{"proj_hidden_dim": 16, "proj_output_dim": 8, "geometry": geometry,
+                             **given})  # fmt: skip
+    torch.manual_seed(0)
+    head = objective(args).head(12)
+    x = 3 * torch.randn(5, 12, generator=torch.Generator().manual_seed(1))
+    return head(x).detach(), sorted(n for n, p in head.named_parameters() if p.requires_grad)
+
+
+CHANGED = {"curvature": 0.7, "learnable_curvature": True, "normalize": False, "clip_radius": 0.3}
+
+
+@pytest.mark.parametrize("name", sorted(objectives.OBJECTIVES))
+def test_each_method_argument_listed_is_the_methods_and_read_where_the_page_says(name):
+    """A method's rows are its arguments, exactly what the loader accepts for it; an argument
+    the page says is read only with some geometries changes the method's head (its points or
+    its trainable parameters) under those and nothing under the others."""
+    objective = objectives.OBJECTIVES[name]
+    rows = page_tables(PAGE.read_text(), f"### `{name}`: {objective.__name__} (`{objective.Args.__name__}`)")
+    assert list(rows) == [f.name for f in dataclasses.fields(objective.Args)]
+    check = adapter_check(name)
+    check({key: objective.Args.defaults()[key] for key in rows})
+    with pytest.raises(ValueError, match="did you mean"):
+        check({next(iter(rows)) + "x": 1})
+    for key, (_, _, meaning) in rows.items():
+        found = re.match(r"read only with geometry ((?:\w+ \\\| )*\w+): ", meaning)
+        if key not in CHANGED:
+            assert found is None, key
+            continue
+        assert found is not None or "geometry" not in rows, key
+        reads = set(found.group(1).split(" \\| ")) if found else set(GEOMETRIES)
+        for geometry in GEOMETRIES:
+            points, params = _head_behaviour(objective, geometry)
+            changed_points, changed_params = _head_behaviour(objective, geometry, **{key: CHANGED[key]})
+            same = params == changed_params and torch.allclose(points, changed_points, atol=1e-6)
+            assert same is (geometry not in reads), (name, key, geometry)
+
+
+def adapter_check(name: str):
+    """The loader's check of method ``name``'s ``method_kwargs``."""
+    import solo_hyper.methods  # noqa: F401  (registers the methods)
+    from solo_hyper.solo import adapter
+
+    return adapter.method_info(name).check_args

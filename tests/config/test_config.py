@@ -101,11 +101,11 @@ def test_every_shipped_config_builds_the_model_it_describes(path):
     prep = prepare(str(path))
     method = path.stem.split("-")[0]  # simclr-rocl-recipe.yaml: SimCLR with RoCL's recipe
     assert prep.cfg["method"] == method
-    from solo_hyper.methods import DECLARED
+    from solo_hyper.methods import CLASSES
 
     model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-    if method in DECLARED:  # the objective the config names, with the config's arguments
-        assert type(model.objective) is DECLARED[method].objective
+    if method in CLASSES:  # the objective the config names, with the config's arguments
+        assert type(model.objective) is CLASSES[method].OBJECTIVE
         assert model.args == model.objective.Args(**prep.cfg["method_kwargs"])
     else:  # solo's own class of that name, with this plugin's base
         solo_class = adapter.registered_methods()[method]

@@ -17,7 +17,7 @@ from solo_hyper.config import (
     small_images,
     training_processes,
 )
-from solo_hyper.methods import DECLARED
+from solo_hyper.methods import CLASSES
 from solo_hyper.run.identity import config_hash
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter
@@ -72,9 +72,9 @@ def test_a_crop_default_is_checked_like_a_written_value():
             prepare(None, base=cfg)
 
 
-@pytest.mark.parametrize("name", sorted(DECLARED))
+@pytest.mark.parametrize("name", sorted(CLASSES))
 def test_the_method_kwargs_schema_is_the_objectives_dataclass(name):
-    fields = {f.name: f.default for f in dataclasses.fields(DECLARED[name].objective.Args)}
+    fields = {f.name: f.default for f in dataclasses.fields(CLASSES[name].OBJECTIVE.Args)}
     assert adapter.method_info(name).defaults == fields
     prep = prepare(None, base=tiny_config(name))  # the tiny projector, every other default
     assert prep.cfg["method_kwargs"] == {**fields, **tiny_config(name)["method_kwargs"]}
@@ -91,5 +91,5 @@ def test_every_method_answers_the_config_checks_without_lookups():
     for name in adapter.registered_methods():
         info = adapter.method_info(name)
         assert callable(info.check_config) and info.required_crops in (None, 2), name
-        assert (info.check_args is not None) is (name in DECLARED), name
+        assert (info.check_args is not None) is (name in CLASSES), name
     assert any(b.checks for b in BASELINES.values())

@@ -1,7 +1,10 @@
 """EBCLR's DDP resume is exact: every rank's replay buffer (samples, counts, random streams) is
-saved in the checkpoint and each rank gets its own back (2 gloo ranks on the CPU)."""
+saved in the checkpoint and each rank gets its own back, and a checkpoint gathers the buffers to
+rank 0 alone, which writes the file (2 gloo ranks on the CPU)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -34,6 +37,33 @@ class BufferRecorder(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if self.at == "end":
             self._save(trainer)
+
+
+def _refuse_all_gather(*args, **kwargs):
+    raise AssertionError("all_gather_object at a checkpoint: every rank would hold every buffer")
+
+
+class CheckpointProbe(pl.Callback):
+    """Records, per rank and checkpoint, which ranks' buffers the checkpoint holds on that rank
+    (to ``folder/held-rank{r}.json``), with ``all_gather_object`` made to fail in every rank."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def setup(self, trainer, pl_module, stage=None) -> None:
+        torch.distributed.all_gather_object = _refuse_all_gather  # this spawned rank's own module
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        state = checkpoint["callbacks"].get("MSGLDReplayBuffer", {})
+        held = [s["rank"] for s in state.get("ranks", [])]
+        path = f"{self.folder}/held-rank{trainer.global_rank}.json"
+        try:
+            with open(path) as f:
+                saves = json.load(f)
+        except FileNotFoundError:
+            saves = []
+        with open(path, "w") as f:
+            json.dump([*saves, held], f)
 
 
 def _loaders(model, pipeline: str):
@@ -85,10 +115,16 @@ def _same(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("pipeline", ["device", "solo"])
 def test_each_rank_resumes_with_its_own_buffer(tmp_path, pipeline):
     """On-device crops or solo's CPU pipeline: each rank's buffer is full at its first step (its
-    own), saved, and restored (not refilled) on resume."""
+    own), saved by rank 0 alone (no all-gather; rank 1's checkpoint state holds no buffer), and
+    restored (not refilled) on resume, each rank its own."""
     folder = str(tmp_path)
-    stop = [BufferRecorder(folder, "first", "start"), BufferRecorder(folder, "stopped", "end")]
+    stop = [BufferRecorder(folder, "first", "start"), BufferRecorder(folder, "stopped", "end"),
+            CheckpointProbe(folder)]  # fmt: skip
     _run(tmp_path, stop, steps=2, pipeline=pipeline)  # then "killed"
+    # rank 0 holds both ranks' buffers to write the file, rank 1 never holds rank 0's
+    held = [json.loads((tmp_path / f"held-rank{r}.json").read_text()) for r in (0, 1)]
+    assert held[0] and all(saved == [0, 1] for saved in held[0])
+    assert len(held[1]) == len(held[0]) and all(saved == [] for saved in held[1])
     first = [torch.load(tmp_path / f"first-rank{r}.pt", weights_only=False) for r in (0, 1)]
     for state in first:
         assert state["buffer"]["samples"].shape == (32, 3, 28, 28)

@@ -139,23 +139,49 @@ def test_ebclr_prepare_without_chains_says_where_they_come_from():
         objective.step(net, fixed_batch(objective))
 
 
-def test_the_solo_methods_wrap_the_objectives():
-    """Each registered method's arguments, crops and step are its objective's."""
+@pytest.mark.parametrize("name", sorted(objectives.OBJECTIVES))
+def test_the_solo_method_of_each_name_trains_that_objective(name):
+    """``METHODS[name]``, built as ``pretrain`` builds it, holds the objective of that name with
+    the config's arguments, its crops and pixel space, and its training step's loss is that
+    objective's own ``step`` on the method's network and batch plus solo's online cross-entropy
+    (EBCLR: from the same chain starts)."""
+    import torch.nn.functional as F
     from conftest import tiny_config
 
-    from solo_hyper.methods import DECLARED
     from solo_hyper.run.train import prepare
     from solo_hyper.solo import adapter
 
-    assert set(DECLARED) == set(objectives.OBJECTIVES)
-    for name, objective in objectives.OBJECTIVES.items():
-        prep = prepare(None, base=tiny_config(name, method_kwargs={"buffer_size": 8}
-                                              if name == "ebclr" else {}))  # fmt: skip
-        model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
-        assert type(model.objective) is objective and model.args == model.objective.args
-        assert model.args == objective.Args(**prep.cfg["method_kwargs"])
-        assert model.required_crops == objective.required_crops
-        assert model.pixel_space_crops == objective.pixel_space_crops
+    extra = {"ebclr": {"buffer_size": 8, "sgld_steps": 2}, "rhcl": {"steps": 2}, "rocl": {"steps": 2}}
+    prep = prepare(None, base=tiny_config(name, method_kwargs=extra.get(name, {})))
+    model = adapter.build_method(prep.cfg, 10, prep.small_images, prep.num_crops)
+    objective = objectives.OBJECTIVES[name]
+    assert type(model.objective) is objective and model.args == model.objective.args
+    assert model.args == objective.Args(**prep.cfg["method_kwargs"])
+    assert model.required_crops == objective.required_crops
+    assert model.pixel_space_crops == objective.pixel_space_crops
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(8, 1, 28, 28, generator=g)
+    pixels = [images, images.flip(3)]
+    crops = pixels if objective.pixel_space_crops else [model.normalize_pixels(c) for c in pixels]
+    indexes, targets = torch.arange(8), torch.arange(8) % 10
+    batch = [indexes, crops, targets]
+
+    def inputs(batch: list) -> dict:  # the same chain starts for both steps
+        if name != "ebclr":
+            return {}
+        return {"chains": ReplayChains(model.args, (1, 28, 28), seed=0).draw(batch[1][0])}
+
+    model.step_inputs = inputs
+    torch.manual_seed(1)
+    loss = model.eval().training_step(batch, 0)
+    torch.manual_seed(1)  # eval again: EBCLR's SGLD leaves the network in train mode
+    net = model.eval().objective_net()
+    own, _ = objective(model.args, model.crop_stats).step(net, batch, **inputs(batch))
+    encoded = [model.normalize_pixels(c) for c in pixels]  # what solo's classifier sees
+    with torch.no_grad():
+        ce = sum(F.cross_entropy(model.eval()(x)["logits"], targets) for x in encoded) / 2
+    torch.testing.assert_close(loss, own + ce)
 
 
 def test_readme_objective_loop_runs_as_written():
@@ -171,3 +197,63 @@ def test_readme_objective_loop_runs_as_written():
     exec(compile(code, "README.md (the methods in plain PyTorch)", "exec"), scope)
     assert torch.isfinite(scope["loss"]) and "ebclr_disc" in scope["metrics"]
     assert float(scope["chains"].buffer.counts.max()) > scope["chains"].buffer.init_count
+
+
+def test_crop_statistics_are_made_once_per_device_and_dtype():
+    """A later normalisation dispatches its arithmetic alone (no tensor made, nothing copied from
+    the host), whichever CropStats of the same values asks; another dtype gets its own."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from solo_hyper.objectives import CropStats
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    stats = (0.4, 0.3, 0.2), (0.25, 0.5, 0.75)
+    x = torch.rand(2, 3, 4, 4)
+    first = CropStats(*stats).normalize(x)
+    with Ops() as seen:
+        again = CropStats(*stats).normalize(x)
+    assert seen.ops == ["aten.sub", "aten.div"]
+    assert torch.equal(first, again)
+    expected = (x - torch.tensor(stats[0]).view(1, 3, 1, 1)) / torch.tensor(stats[1]).view(1, 3, 1, 1)
+    torch.testing.assert_close(first, expected, atol=0, rtol=0)
+    mean, std = CropStats(*stats).like(x.double())
+    assert mean.dtype == std.dtype == torch.float64 and CropStats(*stats).like(x)[0] is not mean
+    meta = CropStats(*stats).like(torch.empty(1, 3, 2, 2, device="meta"))
+    assert [t.device.type for t in meta] == ["meta", "meta"]
+
+
+def test_crop_statistics_first_made_in_inference_mode_serve_a_training_step():
+    from solo_hyper.objectives import CropStats
+
+    stats = CropStats((0.1, 0.2, 0.3), (0.3, 0.2, 0.1))  # values no other test uses: made here
+    with torch.inference_mode():
+        stats.normalize(torch.rand(2, 3, 4, 4))
+    x = torch.rand(2, 3, 4, 4, requires_grad=True)
+    stats.normalize(x).sum().backward()  # the division saves std for the backward
+    torch.testing.assert_close(x.grad, (1 / torch.tensor([0.3, 0.2, 0.1])).view(1, 3, 1, 1).expand_as(x))
+
+
+@pytest.mark.parametrize("sgld_eval_mode", [False, True])
+def test_ebclrs_sampler_leaves_every_submodules_mode_as_it_was(sgld_eval_mode):
+    """A frozen (eval) backbone inside a training head keeps its mode across SGLD, whether the
+    sampler runs in eval mode or not (a fresh Net view is in train mode: restoring its own flag
+    would put the backbone back in train mode)."""
+    from solo_hyper.objectives import EBCLR, EBCLRArgs, Net
+
+    objective = EBCLR(EBCLRArgs(proj_hidden_dim=8, proj_output_dim=4, sgld_steps=1,
+                                sgld_eval_mode=sgld_eval_mode))  # fmt: skip
+    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 6), torch.nn.BatchNorm1d(6))
+    net = Net(encoder, objective.head(6))
+    encoder.eval()
+    before = {name: m.training for name, m in net.named_modules()}
+    x = torch.rand(4, 3, 4, 4) * 2 - 1
+    objective.sample_negatives(net, x, torch.zeros(4), torch.randn(4, 4))
+    assert {name: m.training for name, m in net.named_modules()} == before

@@ -60,7 +60,9 @@ def test_one_setting_has_one_number_across_the_papers_tables():
 
 def test_the_paper_numbers_are_the_papers_own():
     """Spot checks against the paper text itself (not a copy of the data file)."""
-    text = open("../shared/papers/hyperbolic-contrastive-learning.txt").read()
+    from vendored import paper_text
+
+    text = paper_text("hyperbolic-contrastive-learning")
     numbers = paper.load()
     for name, entry in numbers.items():
         if entry["paper"] != "hyperbolic-contrastive-learning":

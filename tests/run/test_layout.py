@@ -63,3 +63,56 @@ def test_the_layout_keys_are_not_part_of_a_runs_identity():
     base = prepare(None, base=tiny_config("hcl")).cfg
     fast = prepare(None, base=tiny_config("hcl", channels_last=True, compile=True)).cfg
     assert config_hash(base) == config_hash(fast)
+
+
+def test_channels_last_is_applied_before_ddp_wraps_the_module(tmp_path, monkeypatch, fashion_mnist_available):
+    """DDP's gradient buckets take the strides the parameters have when it wraps the module: the
+    weights must already be channels-last then (one gloo process)."""
+    seen = []
+    original = torch.nn.parallel.DistributedDataParallel.__init__
+
+    def wrap(self, module, *args, **kwargs):
+        conv = next(p for p in module.parameters() if p.dim() == 4)
+        seen.append(conv.is_contiguous(memory_format=torch.channels_last))
+        original(self, module, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.parallel.DistributedDataParallel, "__init__", wrap)
+    cfg = tiny_config("hcl", max_steps=1, channels_last=True, strategy="ddp", knn_eval={"enabled": False},
+                      checkpoint={"enabled": False, "dir": str(tmp_path)})  # fmt: skip
+    try:
+        pretrain(prepare(None, base=cfg), quiet=True)
+    finally:  # Lightning leaves its one-process group behind: forked DDP tests after this need none
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    assert seen == [True]
+
+
+def test_the_cuda_math_modes_are_set_for_a_cuda_run_and_restored_after_it(monkeypatch):
+    from types import SimpleNamespace
+
+    from solo_hyper.run import layout
+
+    before = layout.cuda_math_modes()
+    cuda = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cuda", 0)))
+    cpu = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")))
+    try:
+        layout.set_cuda_math_modes({"matmul_tf32": False, "cudnn_tf32": False, "cudnn_benchmark": False})
+        callback = layout.TrainingLayout(tf32=True, cudnn_benchmark=True)
+        callback.setup(cuda, torch.nn.Linear(2, 2))
+        assert layout.cuda_math_modes() == {"matmul_tf32": True, "cudnn_tf32": True, "cudnn_benchmark": True}
+        callback.teardown(cuda, None)
+        assert not any(layout.cuda_math_modes().values())
+        off = layout.TrainingLayout(tf32=False, cudnn_benchmark=True)
+        off.setup(cuda, torch.nn.Linear(2, 2))
+        assert layout.cuda_math_modes() == {"matmul_tf32": False, "cudnn_tf32": False, "cudnn_benchmark": True}
+        off.teardown(cuda, None)
+        layout.TrainingLayout().setup(cpu, torch.nn.Linear(2, 2))  # the CPU: nothing changes
+        assert not any(layout.cuda_math_modes().values())
+    finally:
+        layout.set_cuda_math_modes(before)
+
+
+def test_the_math_mode_keys_are_not_part_of_a_runs_identity():
+    base = prepare(None, base=tiny_config("hcl")).cfg
+    off = prepare(None, base=tiny_config("hcl", tf32=False, cudnn_benchmark=False)).cfg
+    assert config_hash(base) == config_hash(off)

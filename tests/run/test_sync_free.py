@@ -28,11 +28,17 @@ def device_reads(steps: list[list]) -> list[str]:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_a_steady_state_pretrain_step_reads_nothing_back(method, fashion_mnist_available):
+def test_a_steady_state_pretrain_step_reads_nothing_back_and_resamples_each_crop_batch_once(
+    method, fashion_mnist_available
+):
+    """No host read (the augmentation's included: none is excused) and one resampling call per
+    batch of 16 crops (two crops per image; EBCLR a third, the replay buffer's fresh images)."""
     result = count_reads(method, steps=4, batch_size=16)
     assert len(result.steady()) == 2
     assert device_reads(result.steady()) == []
     assert len(result.steps[0]) > 0  # the first step does read: the counter sees reads
+    expected = 3 if method == "ebclr" else 2
+    assert result.steady_resampling() == [(expected, expected)] * 2
 
 
 def test_the_count_fails_when_a_bool_of_a_tensor_is_put_back(monkeypatch, fashion_mnist_available):
@@ -91,13 +97,13 @@ def test_the_guard_reads_nothing_between_its_checks():
 
 
 # sha256 of the final state_dict (sorted keys) after 20 pretrain steps of tiny_config(method,
-# max_steps=20, train_subset 320, kNN off) on 2 CPU threads. hcl and rhcl: recorded at the code
-# before the checks moved (the same digests after: the arithmetic did not change). ebclr: recorded
-# after its replay buffer's draws moved to the buffer's device generator (a new random stream).
+# max_steps=20, train_subset 320, kNN off) on 2 CPU threads, recorded after the augmentation's
+# parameters moved to the batch's device (solo_hyper.augment_ops: the same distributions, another
+# random stream; the earlier digests had checked that moving the step's checks kept the arithmetic).
 FINAL_WEIGHTS = {
-    "hcl": "45cc181a065cc9428041046ceae0f081c7407341798d26efd474653a1431327f",
-    "rhcl": "19c867c37578730d5f225a2a01ad34cd03463537ec7c9679d19aa00de459f321",
-    "ebclr": "fe81028b55a49b920a1d8e91615ecc08588f0da08e1a9044dd3cbb4ed79374bf",
+    "hcl": "bd58fb54dc3a2ce2db8dff95d0d7be31426471e446de76ce95c013855323b76e",
+    "rhcl": "48fbc4407e1008781a602cb7704ff667ebf3723d59de0ed5637063e7dd86c3e6",
+    "ebclr": "e715241d44a9bc3f0d1c6341cf387bf934f17a5443e119a4d90e59289cf7a900",
 }
 
 

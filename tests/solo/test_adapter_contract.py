@@ -129,6 +129,27 @@ def test_knn_metric_accumulates_and_scales_as_solo_logs():
     assert top1 == (100.0 if adapter.KNN_PERCENT else 1.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_knn_metric_on_a_mixed_precision_runs_features_is_the_float32_classifier(dtype):
+    """A 16-mixed / bf16-mixed validation step hands the metric half-precision features: its
+    accuracy is that of the same values in float32 (tight clusters with noisy labels, where
+    half-precision distances reorder the neighbours)."""
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(4, 16, generator=g)
+    train_class, test_class = torch.arange(200) % 4, torch.arange(40) % 4
+    train = centres[train_class] + 0.02 * torch.randn(200, 16, generator=g)
+    test = centres[test_class] + 0.02 * torch.randn(40, 16, generator=g)
+    train_targets = torch.where(torch.rand(200, generator=g) < 0.4,
+                                torch.randint(4, (200,), generator=g), train_class)  # fmt: skip
+    accuracies = []
+    for features in (lambda x: x.to(dtype), lambda x: x.to(dtype).float()):
+        knn = adapter.AccumulatingKNN(k=20, distance_fx="euclidean")
+        knn(train_features=features(train), train_targets=train_targets)
+        knn(test_features=features(test), test_targets=test_class)
+        accuracies.append(knn.compute())
+    assert accuracies[0] == accuracies[1]
+
+
 @pytest.mark.parametrize(
     "dataset, mean, std, prefer, expected",
     [

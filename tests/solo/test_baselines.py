@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import re
 import tarfile
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import torch
 import yaml
 from conftest import fake_loaders, tiny_config
+from vendored import tarball
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.backbones import SmallCNN
@@ -207,35 +207,17 @@ def test_table_keys_are_the_installed_methods_arguments(name):
 
 
 def test_registered_methods_are_exactly_ours_and_the_installed_baselines():
-    from solo_hyper.methods import DECLARED
+    from solo_hyper.methods import CLASSES
 
     methods = set(adapter.registered_methods())
     assert not methods & set(NOT_METHODS)
-    assert methods == set(DECLARED) | set(INSTALLED)
-
-
-def _vendor_dir() -> Path | None:
-    """The vendored solo-learn sources (tests only): $SOLO_LEARN_VENDOR, or shared/vendor
-    beside the repository or its worktree folder."""
-    candidates = [os.environ.get("SOLO_LEARN_VENDOR")]
-    candidates += [
-        str(ROOT.parent / "shared" / "vendor"),
-        str(ROOT.parents[1] / "shared" / "vendor"),
-    ]
-    for c in candidates:
-        if c and list(Path(c).glob("solo-learn-*.tar.gz")):
-            return Path(c)
-    return None
+    assert methods == set(CLASSES) | set(INSTALLED)
 
 
 def _published(version: str) -> dict[str, str]:
     """{path inside the archive: text} of solo-learn <version>'s method sources and scripts."""
-    vendor = _vendor_dir()
-    if vendor is None:
-        pytest.skip("solo-learn's published sources not found: set SOLO_LEARN_VENDOR")
-    archive = next(iter(sorted(vendor.glob(f"solo-learn-{version}*.tar.gz"))))
     out = {}
-    with tarfile.open(archive) as tar:
+    with tarfile.open(tarball(version)) as tar:
         for member in tar.getmembers():
             wanted = ("/bash_files/pretrain/cifar/", "/scripts/pretrain/cifar/", "/solo/methods/")
             if member.isfile() and any(w in member.name for w in wanted):

@@ -16,12 +16,13 @@ def test_import_registers_the_methods():
     from solo.methods import METHODS
 
     from solo_hyper import objectives
-    from solo_hyper.solo.common import PLUGIN_METHODS
+    from solo_hyper.solo.common import plugin_methods
 
     for name in ("hcl", "shcl", "rhcl", "rocl", "ebclr", "supervised"):
         assert issubclass(METHODS[name], adapter.ObjectiveMethod), name
         assert METHODS[name].METHOD == name and METHODS[name] is solo_hyper.methods.CLASSES[name]
-        assert PLUGIN_METHODS[name].objective is objectives.OBJECTIVES[name]
+        assert METHODS[name].OBJECTIVE is objectives.OBJECTIVES[name]
+    assert plugin_methods() == solo_hyper.methods.CLASSES
     assert "simclr" in METHODS and "supcon" in METHODS
 
 

@@ -17,7 +17,7 @@ from solo.methods import METHODS
 from vendored import load_module, unpack
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
-from solo_hyper.methods import DECLARED
+from solo_hyper.methods import CLASSES
 from solo_hyper.sgld import default_capacity
 from solo_hyper.solo import adapter
 
@@ -74,10 +74,10 @@ def build_as_solo(name: str, method_kwargs: dict, harness):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(DECLARED))
+@pytest.mark.parametrize("name", sorted(CLASSES))
 def test_method_passes_solos_own_harness(name, harness, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Lightning's default root
-    method_kwargs = DECLARED[name].objective.Args.defaults()
+    method_kwargs = CLASSES[name].OBJECTIVE.Args.defaults()
     if name == "supervised":  # its classifier has the data's classes (solo's dummy data: 100)
         method_kwargs["classes"] = 100
     model, trainer, (train_dl, val_dl), probe = build_as_solo(name, method_kwargs, harness)

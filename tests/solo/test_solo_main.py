@@ -25,7 +25,7 @@ from solo_hyper.augment import DEFAULT_CROP
 from solo_hyper.cli.run_solo import resolve_hydra_args, run_solo
 from solo_hyper.config import ConfigError
 from solo_hyper.geometry import make_space
-from solo_hyper.methods import DECLARED
+from solo_hyper.methods import CLASSES
 from solo_hyper.run.train import prepare
 from solo_hyper.solo import adapter, detect_api
 from solo_hyper.solo.main_cfg import SOLO_MAIN_DATASETS, solo_config
@@ -159,7 +159,7 @@ def _composed(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.parametrize("folder", DATASET_FOLDERS)
-@pytest.mark.parametrize("method", sorted(DECLARED))
+@pytest.mark.parametrize("method", sorted(CLASSES))
 def test_shipped_solo_main_config(folder, method):
     """Every method has a config per dataset, in solo main's schema, that the method accepts."""
     base = SOLO_MAIN_CONFIGS / folder
@@ -177,7 +177,7 @@ def test_shipped_solo_main_config(folder, method):
         for key, fields in SOLO_CROP_KEYS.items():
             assert fields <= set(entry[key]), (key, entry[key])
     on_device = cfg["data"]["augment_on_device"]
-    assert on_device is (DECLARED[method].objective.pixel_space_crops or method == "ebclr")
+    assert on_device is (CLASSES[method].OBJECTIVE.pixel_space_crops or method == "ebclr")
     if on_device and cfg["data"]["dataset"] not in ("cifar10", "cifar100", "stl10"):
         assert cfg["data"]["image_size"] >= crops[0]["crop_size"]
     assert cfg["backbone"]["name"] in set(adapter.SOLO_BACKBONES) | {"small_cnn", "resnet18_nobn"}
@@ -188,7 +188,7 @@ def test_shipped_solo_main_config(folder, method):
 def test_shipped_linear_configs(folder):
     cfg = _composed(SOLO_MAIN_CONFIGS / "linear", f"{folder}.yaml")
     assert cfg["data"]["dataset"] in SOLO_MAIN_DATASETS
-    assert cfg["pretrain_method"] in DECLARED and "pretrained_feature_extractor" in cfg
+    assert cfg["pretrain_method"] in CLASSES and "pretrained_feature_extractor" in cfg
 
 
 def test_hydra_config_paths_are_taken_from_the_working_directory(tmp_path):
@@ -252,7 +252,7 @@ def test_run_solo_runs_the_script_as_main_with_the_methods_registered(tmp_path, 
     assert probe["argv"] == [
         str(script), "--config-path", str(tmp_path / "confs"), "--config-name", "hcl.yaml", str(out),
     ]  # fmt: skip
-    assert set(DECLARED) <= set(probe["methods"])
+    assert set(CLASSES) <= set(probe["methods"])
 
 
 # ------------------------------------------------------------------ solo-learn main installed
@@ -278,7 +278,30 @@ def _kwargs(method: str) -> dict:
 
 
 @needs_main
-@pytest.mark.parametrize("method", sorted(DECLARED))
+def test_solo_main_page_lists_the_trainer_keys_the_loader_passes_through_here():
+    """docs/solo-main.md's table of Lightning 2's Trainer keys is what the reference prints in
+    this environment, and its keys (with the schema's own) are exactly the Trainer arguments the
+    loader accepts here: the others are refused."""
+    import re
+
+    from solo_hyper.cli import reference
+    from solo_hyper.config import pretrain
+
+    names = adapter.trainer_arg_names()
+    table = reference.trainer_table(names)
+    assert "\n".join(table) in (ROOT / "docs" / "solo-main.md").read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \|", "\n".join(table), flags=re.M))
+    base = {"method": "hcl", "data": {"dataset": "fashionmnist"}}
+    for key in sorted(names):
+        if key in listed or key in pretrain.DEFAULTS:
+            pretrain.complete({**base, key: base.get(key, pretrain.DEFAULTS.get(key))}, names)
+        else:
+            with pytest.raises(ConfigError, match=key):
+                pretrain.complete({**base, key: None}, names)
+
+
+@needs_main
+@pytest.mark.parametrize("method", sorted(CLASSES))
 def test_method_follows_solo_mains_contract(method):
     from solo.methods import METHODS
 
@@ -321,7 +344,7 @@ def test_bad_method_kwargs_fail_before_the_backbone_is_built(monkeypatch):
 
 
 @needs_main
-@pytest.mark.parametrize("method", [*sorted(DECLARED), "simclr", "supcon"])
+@pytest.mark.parametrize("method", [*sorted(CLASSES), "simclr", "supcon"])
 def test_fast_dev_run_fit_on_device_crops(method):
     """Un-augmented batches, crops made on the device; no callbacks passed to the Trainer (EBCLR's
     replay buffer comes from the method's configure_callbacks, as under solo's launchers)."""
@@ -583,21 +606,19 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(
     assert "### PROJECTOR ###" in printed and "Result: acc@1=" in printed
 
 
-@needs_main
-def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monkeypatch, solo_scripts):
-    """Hydra's multirun with hydra-submitit-launcher (``-m hydra/launcher=submitit_local``, the
-    same launcher as ``submitit_slurm`` without a cluster): each sweep value of solo main's
-    main_pretrain.py runs as a submitit job, with this plugin's method, and trains."""
+def _curvature_multirun(tmp_path: Path, solo_scripts: Path, *launcher: str) -> str:
+    """run-solo of solo main's main_pretrain.py as a Hydra multirun over two curvatures with the
+    ``launcher``'s overrides: each sweep value is a submitit job that trains this plugin's
+    method for its two steps. Returns the jobs' stdout logs."""
     train, val = _image_folder(tmp_path / "train", 4), _image_folder(tmp_path / "val", 2)
-    monkeypatch.chdir(tmp_path)
     run_solo(
         str(solo_scripts / "main_pretrain.py"),
         ["--config-path", str(SOLO_MAIN_CONFIGS / "custom"), "--config-name", "hcl.yaml", "-m",
          f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck",
          "backbone.name=small_cnn", "+backbone.kwargs.width=8", "augmentations.0.crop_size=32",
          "method_kwargs.proj_hidden_dim=16", "method_kwargs.proj_output_dim=8", *CPU_RUN,
-         "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
-         f"hydra.sweep.dir={tmp_path}/multirun", "method_kwargs.curvature=0.1,0.6"],
+         *launcher, "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={tmp_path}/multirun",
+         "method_kwargs.curvature=0.1,0.6"],
     )  # fmt: skip
     runs = sorted((tmp_path / "ck" / "hcl").glob("*/args.json"))
     curvatures = sorted(json.loads(p.read_text())["method_kwargs"]["curvature"] for p in runs)
@@ -605,7 +626,38 @@ def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monk
     for args in runs:  # each job trained its two steps
         (ckpt,) = args.parent.glob("*.ckpt")
         assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 2
-    assert len(list((tmp_path / "multirun" / ".submitit").glob("*/*_log.out"))) == 2
+    logs = list((tmp_path / "multirun" / ".submitit").glob("*/*_log.out"))
+    assert len(logs) == 2
+    return "".join(p.read_text() for p in logs)
+
+
+@needs_main
+def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monkeypatch, solo_scripts):
+    """Hydra's multirun with hydra-submitit-launcher (``-m hydra/launcher=submitit_local``, the
+    same launcher as ``submitit_slurm`` without a cluster)."""
+    monkeypatch.chdir(tmp_path)
+    _curvature_multirun(tmp_path, solo_scripts, "hydra/launcher=submitit_local")
+
+
+@needs_main
+@pytest.mark.slurm
+def test_run_solo_under_hydra_multirun_on_a_real_slurm(tmp_path, monkeypatch, solo_scripts, slurm):
+    """The same multirun with ``hydra/launcher=submitit_slurm`` on the one-node SLURM of
+    tests/slurm_cluster.py: sbatch takes both sweep values as one job array, each job trains
+    under srun, and Hydra collects them."""
+    monkeypatch.chdir(tmp_path)
+    before = {job.split("_")[0] for job in slurm.jobs()}
+    logs = _curvature_multirun(
+        tmp_path, solo_scripts, "hydra/launcher=submitit_slurm", "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=2", f"hydra.launcher.partition={slurm.partition}",
+    )  # fmt: skip
+    def ours() -> dict[str, str]:
+        return {job: state for job, state in slurm.jobs().items() if job.split("_")[0] not in before}
+
+    jobs = slurm.wait_for(lambda: set(ours().values()) == {"COMPLETED"} and ours(),
+                          "the sweep's jobs to end", timeout_s=120, poll_s=0.5)  # fmt: skip
+    assert len(jobs) == 2 and len({job.split("_")[0] for job in jobs}) == 1  # one array of two
+    assert all(f"Starting with JobEnvironment(job_id={job}," in logs for job in jobs), logs
 
 
 @needs_main
