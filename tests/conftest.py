@@ -53,6 +53,17 @@ def tiny_config(method: str, **sections) -> dict:
     return cfg
 
 
+def evaluated_controls(requests: list, root) -> list[dict]:
+    """Controls evaluated as a campaign evaluates them (``campaigns.controls``): planned, run as
+    jobs in this process, read back; one result per request."""
+    from solo_hyper.campaigns import controls
+    from solo_hyper.launch.sequential import run_in_process
+
+    planned = controls.plan(requests, root)
+    run_in_process(planned.jobs, print)
+    return controls.results(planned)
+
+
 def fake_loaders(
     n: int = 64, batch_size: int = 16, num_classes: int = 10, size: int = 28, channels: int = 1
 ):

@@ -78,13 +78,14 @@ def folder(tmp_path_factory) -> Path:
 @pytest.fixture
 def readers_machine(folder, monkeypatch):
     """The checks run in ``folder`` as on the docs' reader's machine, and write nothing there."""
-    from solo_hyper.launch import estimate, pool
+    from solo_hyper.launch import pool
+    from solo_hyper.reproduce import gpu_hours
 
     monkeypatch.setattr(pool, "visible_gpus", lambda: READERS_GPUS)
     monkeypatch.setattr(pool, "cpu_cores", lambda: READERS_CORES)
     # the GPU-hours of a dry run count a step's FLOPs on the CPU, minutes for the GPU tables'
-    # ResNets; tests/launch checks that count, here any number does
-    monkeypatch.setattr(estimate, "count_step", lambda prep: estimate.StepCount(1e9, True))
+    # ResNets; tests/reproduce/test_planning.py checks that count, here any number does
+    monkeypatch.setattr(gpu_hours, "count_step", lambda prep: gpu_hours.StepCount(1e9, True))
     monkeypatch.chdir(folder)
     before = sorted(folder.iterdir())
     yield folder
@@ -152,10 +153,10 @@ def needs(args: argparse.Namespace, cfgs: list[dict]) -> set[str]:
 
 def check_solo_hyper(cmd: Command) -> set[str]:
     """Parses and loads one ``python -m solo_hyper`` command; returns what it needs to run."""
+    from solo_hyper.campaigns import compare, sweep
     from solo_hyper.cli.main import launch_options, main
     from solo_hyper.cli.run_solo import KNOWN_SCRIPTS, resolve_hydra_args
     from solo_hyper.config import ConfigError
-    from solo_hyper.evaluation import compare, sweep
     from solo_hyper.evaluation.linear import load_linear_config
     from solo_hyper.evaluation.robust import load_robust_config
     from solo_hyper.run.train import prepare

@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("solo_hyper.methods", "solo_hyper.callbacks"),
     ("solo_hyper.run",),
     ("solo_hyper.evaluation", "solo_hyper.export", "solo_hyper.pretrained"),
-    ("solo_hyper.launch",),  # runs as jobs: worker processes, cluster jobs
+    ("solo_hyper.launch",),  # jobs and where they run: this process, worker processes, cluster jobs
+    ("solo_hyper.campaigns",),  # compare, sweep: runs and controls as jobs, their results read back
     ("solo_hyper.reproduce",),
     ("solo_hyper.cli", "solo_hyper.__main__"),
     ("solo_hyper",),  # the root package alone: its lazy attributes reach the layers below
@@ -88,6 +89,15 @@ def test_imports_point_down():
         for a, targets in GRAPH.items() for b in targets if layer_of(b) is not None and layer_of(b) > layer_of(a)
     ]  # fmt: skip
     assert not upward, "\n".join(upward)
+
+
+def test_the_executors_import_nothing_of_what_they_run():
+    """``launch`` runs jobs whose steps a campaign hands it: it sits on run (a job's training) and
+    config, and calls evaluation only through those steps, never by an import."""
+    above = ("solo_hyper.evaluation", "solo_hyper.campaigns", "solo_hyper.reproduce", "solo_hyper.cli")
+    found = [f"{a} imports {b}" for a, targets in GRAPH.items() if a.startswith("solo_hyper.launch")
+             for b in targets if b.startswith(above)]  # fmt: skip
+    assert not found, "\n".join(found)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from solo_hyper.evaluation.compare import machine_note
+from solo_hyper.campaigns.compare import machine_note
 from solo_hyper.machine import describe, machine_line
 
 JOB = {"cpu": "AMD EPYC", "cpus": 64, "torch": "2.14.1", "threads": 1, "device": "no GPU",

@@ -49,8 +49,7 @@ def _plural(n: int, unit: str) -> str:
 def _compare(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from solo_hyper.evaluation.compare import compare
-    from solo_hyper.launch.dispatch import launcher
+    from solo_hyper.campaigns.compare import compare
 
     compare(
         args.configs, args.out, args.epochs, args.overrides, quiet=args.quiet,
@@ -58,7 +57,7 @@ def _compare(args: argparse.Namespace) -> None:
         evaluate=not args.no_eval, plots_enabled=not args.no_plots, device=args.device,
         seeds=args.seeds, pairs=args.pairs, eval_dataset=args.eval_dataset,
         controls=not args.no_controls, eval_budget=args.eval_budget,
-        launch=launcher(launch_options(args), args.out, _stderr),
+        launch=launch_options(args), log=_stderr,
     )  # fmt: skip
     print(Path(args.out, "results.md").read_text())
     extra = ", summary.csv, pairs.csv" if args.seeds is not None else ""
@@ -92,15 +91,14 @@ def _knn(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    from solo_hyper.evaluation.compare import markdown_table
-    from solo_hyper.evaluation.sweep import COLUMNS, resolve_sweep, sweep
-    from solo_hyper.launch.dispatch import launcher
+    from solo_hyper.campaigns.compare import markdown_table
+    from solo_hyper.campaigns.sweep import COLUMNS, resolve_sweep, sweep
 
     rows = sweep(
         args.target, args.configs, args.out, args.values, args.epochs, args.overrides,
         args.quiet, args.linear_epochs, args.linear_config, args.device,
         controls=not args.no_controls, eval_budget=args.eval_budget,
-        launch=launcher(launch_options(args), args.out, _stderr),
+        launch=launch_options(args), log=_stderr,
     )  # fmt: skip
     print(markdown_table(rows, COLUMNS))
     stem = f"{args.out}/sweep-{resolve_sweep(args.target, args.values)[0].split('.')[-1]}"
@@ -150,10 +148,10 @@ def default_robust_config(checkpoint: str) -> str:
 
 def _reproduce(args: argparse.Namespace) -> None:
     from solo_hyper.config import ConfigError
-    from solo_hyper.reproduce import campaign
+    from solo_hyper.reproduce import campaign, cells, planning
 
     if args.list:
-        print(campaign.listing())
+        print(cells.listing())
         return
     if args.table is None:
         raise ConfigError("reproduce needs a table name (python -m solo_hyper reproduce --list "
@@ -166,10 +164,11 @@ def _reproduce(args: argparse.Namespace) -> None:
         jobs = _robust_part_jobs(args)
     for rows, robust_overrides, controls in jobs:
         if args.dry_run:  # on any machine: no data is read or downloaded
-            cells = campaign.plan(args.table, args.scale, out=args.out, rows=rows, machine=False,
-                                  robust_overrides=robust_overrides, **extra)  # fmt: skip
-            print(campaign.dry_run_text(args.table, args.scale, cells, args.out, controls))
-            print(campaign.launch_text(args.scale, cells, launch))
+            planned = cells.plan(args.table, args.scale, out=args.out, rows=rows, machine=False,
+                                 robust_overrides=robust_overrides,
+                                 linear_config=args.linear_config, **extra)  # fmt: skip
+            print(planning.dry_run_text(args.table, args.scale, planned, args.out, controls))
+            print(planning.launch_text(args.scale, planned, launch))
             continue
         path = campaign.reproduce(args.table, args.scale, args.out, rows=rows,
                                   robust_overrides=robust_overrides,
@@ -181,7 +180,7 @@ def _reproduce(args: argparse.Namespace) -> None:
         from solo_hyper.reproduce import robust_protocol
 
         if args.scale == "cpu" and args.table in robust_protocol.PARTS:
-            seeds = len(args.seeds) if args.seeds else len(campaign.DEFAULT_SEEDS)
+            seeds = len(args.seeds) if args.seeds else len(cells.DEFAULT_SEEDS)
             print(robust_protocol.estimate_text(args.table, seeds, args.robust_part))
 
 

@@ -2,7 +2,7 @@
 
 Every key of the config schemas with its type, default and meaning (the description tables beside
 the defaults: ``config.pretrain.DESCRIPTIONS``, ``evaluation.linear.LINEAR_DESCRIPTIONS``,
-``evaluation.robust.ROBUST_DESCRIPTIONS``), every plugin method's arguments (its objective's
+``config.robust.ROBUST_DESCRIPTIONS``), every plugin method's arguments (its objective's
 ``Args`` dataclass: field types and defaults, meanings from the ``Attributes:`` section of the
 docstrings along its bases), and the ``method_kwargs`` this plugin passes to solo-learn's bundled
 baselines (``solo.baselines``). One source: the page is printed, never written by hand.
@@ -46,8 +46,8 @@ class Section:
 
 def sections() -> list[Section]:
     """The three config schemas, imported here (the linear one loads solo-learn)."""
-    from solo_hyper.config import pretrain
-    from solo_hyper.evaluation import linear, robust
+    from solo_hyper.config import pretrain, robust
+    from solo_hyper.evaluation import linear
 
     return [
         Section(

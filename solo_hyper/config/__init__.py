@@ -7,9 +7,11 @@
   entry) and ``method_schema`` (a method's section: its objective's ``Args`` dataclass gives the
   keys and defaults; the values are checked when ``run.train.prepare`` makes the ``Args``);
 - ``pretrain``: the pretraining schema (``PRETRAIN`` over ``DEFAULTS``), its completion
-  (``complete``) and its checks (``validate``, which changes nothing).
-The linear and robust evaluation schemas (``evaluation.linear.LINEAR``,
-``evaluation.robust.ROBUST``) are ``Schema``s too, and resolve devices with the same resolver.
+  (``complete``) and its checks (``validate``, which changes nothing);
+- ``robust``: the robust evaluation's schema (``ROBUST``) and the parsing of its values (radii,
+  attacks, schedules, diagnostics).
+The linear evaluation's schema (``evaluation.linear.LINEAR``) is a ``Schema`` too; both resolve
+devices with the same resolver.
 """
 
 from solo_hyper.config.devices import check_trainer_devices, resolve_device, training_processes

@@ -4,7 +4,7 @@ A ``Schema`` is a tree of defaults (its keys and their types by example), the pa
 free-form mappings, and a value check. ``Schema.load`` is the single entry of every command:
 ``defaults < YAML < dotted.key=value overrides``, the keys checked (closest-name hints), the
 defaults merged in, then the values checked; what comes out is complete and valid. The schemas:
-``config.pretrain.PRETRAIN``, ``evaluation.linear.LINEAR``, ``evaluation.robust.ROBUST``, and each
+``config.pretrain.PRETRAIN``, ``evaluation.linear.LINEAR``, ``config.robust.ROBUST``, and each
 method's section, keys and defaults from its objective's ``Args`` dataclass (``method_schema``).
 """
 

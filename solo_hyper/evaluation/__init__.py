@@ -1,1 +1,2 @@
-"""Evaluation: comparisons of runs, offline linear/kNN probes, robustness, hierarchy metrics."""
+"""Evaluation of one run or control: the comparison protocol, offline linear/kNN probes,
+robustness, hierarchy metrics, controls, and the steps a campaign's jobs run (``steps``)."""

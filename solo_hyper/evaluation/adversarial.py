@@ -215,20 +215,13 @@ def train_linear_head(
                 losses.append(total / len(labels))
                 sched.step()
         else:
-            for _ in range(schedule.epochs):
-                total, count = 0.0, 0
-                for x, y in batches():
-                    x, y = x.to(device), y.to(device)
-                    x_adv = attack.perturb(model, x, y)
-                    with torch.no_grad():
-                        adv_feats = model.features(x_adv)
-                    loss = F.cross_entropy(model.head(adv_feats), y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total, count = total + float(loss.detach()) * len(y), count + len(y)
-                losses.append(total / max(count, 1))
-                sched.step()
+
+            def head_loss(x_adv: Tensor, y: Tensor) -> Tensor:  # the frozen encoder's features
+                with torch.no_grad():
+                    adv_feats = model.features(x_adv)
+                return F.cross_entropy(model.head(adv_feats), y)
+
+            losses = adversarial_training(model, batches, schedule, device, attack, head_loss, opt, sched)
     finally:
         _restore(model.encoder, flags)
     model.eval()
@@ -249,21 +242,35 @@ def adversarial_finetune(
     """
     model.to(device)
     opt, sched = schedule.optimizer(model.parameters())
+
+    def whole_loss(x_adv: Tensor, y: Tensor) -> Tensor:  # the update in train mode
+        model.train()
+        return F.cross_entropy(model(x_adv), y)
+
+    losses = adversarial_training(model, batches, schedule, device, attack, whole_loss, opt, sched)
+    model.eval()
+    return losses
+
+
+def adversarial_training(
+    model: nn.Module, batches: Batches, schedule: Schedule, device: torch.device, attack: PGDSpec,
+    loss_on: Callable[[Tensor, Tensor], Tensor], opt, sched,
+) -> list[float]:  # fmt: skip
+    """The epochs of training on PGD examples only (r-LE's head, AT's encoder and head): each
+    batch replaced by ``attack``'s examples against ``model``, then one optimiser step on
+    ``loss_on(examples, labels)``; returns the mean loss of each epoch."""
     losses: list[float] = []
     for _ in range(schedule.epochs):
         total, count = 0.0, 0
         for x, y in batches():
             x, y = x.to(device), y.to(device)
-            x_adv = attack.perturb(model, x, y)
-            model.train()
-            loss = F.cross_entropy(model(x_adv), y)
+            loss = loss_on(attack.perturb(model, x, y), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             total, count = total + float(loss.detach()) * len(y), count + len(y)
         losses.append(total / max(count, 1))
         sched.step()
-    model.eval()
     return losses
 
 

@@ -3,9 +3,10 @@
 A trained run is a measurement of its representation only beside (a) the same network at
 initialisation, seeded exactly as the run (``run.train.initial_model``: no optimisation step),
 and (b) the raw input (the evaluation view's pixels, flattened: the ``pixels`` backbone). Each
-control is written as a checkpoint in a run-like directory and evaluated by the very function
-that evaluates runs (``protocol.evaluate_run``: the same features, probe, kNN, splits), so a
-difference between a run and its control is the pretraining's. Controls are cached like runs:
+control is written as a checkpoint in a run-like directory (``write_control``) and evaluated by
+the very function that evaluates runs (``protocol.evaluate_run``: the same features, probe, kNN,
+splits; a campaign's control job, ``campaigns.controls``), so a difference between a run and its
+control is the pretraining's. Controls are cached like runs:
 ``OUT/controls/untrained-<dataset>-<backbone>-s<seed>-<hash>/`` and
 ``OUT/controls/pixels-<dataset>-<hash>/`` (the raw pixels have no weights: one for every seed),
 the hash over the network's initial weights and the evaluation's data settings, so runs whose
@@ -18,13 +19,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import torch
 
 from solo_hyper.data import IDX_SOURCES
-from solo_hyper.evaluation.protocol import evaluate_run
 from solo_hyper.evaluation.stats import Interval, paired_interval
 from solo_hyper.run.checkpoints import LAST
 from solo_hyper.run.identity import save_torch_atomic
@@ -112,53 +111,25 @@ def write_control(prep: Prepared, kind: str, root: Path, eval_dataset: str | Non
     return run_dir
 
 
-def evaluate_control(
-    prep: Prepared, kind: str, root: Path, linear_epochs: int | None = None,
-    linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
-    eval_dataset: str | None = None, budget: str = "full", count: str = "",
-    run_dir: Path | None = None,
-) -> dict:  # fmt: skip
-    """The control's numbers, by ``protocol.evaluate_run`` (cached in its eval.json, or in
-    eval-<dataset>.json under the transfer protocol: ``eval_dataset`` as for a run; a smoke
-    ``budget`` apart), announced by a line on stderr (``count``: its place, e.g. " 1/2");
-    ``run_dir``: the control's directory when ``write_control`` wrote it already."""
-    run_dir = run_dir or write_control(prep, kind, root, eval_dataset)
-    seed = f", seed {prep.cfg['seed']}" if kind == UNTRAINED else ""
-    what = (f"{prep.cfg['backbone']['name']} at initialisation" if kind == UNTRAINED
+def announcement(cfg: dict, kind: str, run_dir: Path, evaluation: str, count: str = "",
+                 eval_dataset: str | None = None) -> str:  # fmt: skip
+    """The line on stderr as a control's evaluation starts: which control of how many
+    (``count``, e.g. " 1/2"), what it reads, on which dataset, by what ``evaluation``."""
+    seed = f", seed {cfg['seed']}" if kind == UNTRAINED else ""
+    what = (f"{cfg['backbone']['name']} at initialisation" if kind == UNTRAINED
             else "the evaluation view's pixels")  # fmt: skip
-    print(f"[controls{count}] {TITLES[kind]}: {what} ({eval_dataset or prep.cfg['data']['dataset']}"
-          f"{seed}, {budget} evaluation) -> {run_dir}", file=sys.stderr, flush=True)  # fmt: skip
-    ev = evaluate_run(run_dir, linear_epochs, linear_config_path, False, device, quiet,
-                      eval_dataset=eval_dataset, phase_lines=True, budget=budget)  # fmt: skip
-    note = {"note": pixels_note(prep.cfg, eval_dataset)} if kind == PIXELS else {}
-    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]), **note,
+    return (f"[controls{count}] {TITLES[kind]}: {what} ({eval_dataset or cfg['data']['dataset']}"
+            f"{seed}, {evaluation}) -> {run_dir}")  # fmt: skip
+
+
+def control_numbers(cfg: dict, kind: str, run_dir: Path, ev: dict, eval_dataset: str | None = None,
+                    budget: str = "full") -> dict:  # fmt: skip
+    """A control's row of a comparison: its directory, kind and seed (``cfg``: the run it is the
+    control of), the raw pixels' note, and its evaluation's numbers (``ev``: ``evaluate_run``'s,
+    on ``eval_dataset`` under transfer, on ``budget``'s sets)."""
+    note = {"note": pixels_note(cfg, eval_dataset)} if kind == PIXELS else {}
+    return {"run_dir": str(run_dir), "control": kind, "seed": int(cfg["seed"]), **note,
             "eval_budget": budget, **{k: ev.get(k) for k in FIGURE_METRICS}}  # fmt: skip
-
-
-def controls_for(
-    preps: list[Prepared], root: Path, linear_epochs: int | None = None,
-    linear_config_path: str | None = None, device: str = "auto", quiet: bool = True,
-    eval_dataset: str | None = None, budget: str = "full",
-) -> tuple[list[dict], dict | None]:
-    """(each run's untrained control, in the order of ``preps``; the raw-pixel control of the
-    runs' dataset), evaluated on ``eval_dataset`` when given (transfer): each distinct control
-    once (runs whose untrained networks are equal share one; the raw pixels once, whatever the
-    seeds), each announced by a line on stderr."""
-    dirs = [write_control(p, UNTRAINED, root, eval_dataset) for p in preps]
-    firsts: dict[Path, Prepared] = {}
-    for d, p in zip(dirs, preps):
-        firsts.setdefault(d, p)  # the first run of each
-    total = len(firsts) + bool(preps)
-    evaluated = {
-        d: evaluate_control(p, UNTRAINED, root, linear_epochs, linear_config_path, device, quiet,
-                            eval_dataset, budget, f" {i}/{total}", run_dir=d)
-        for i, (d, p) in enumerate(firsts.items(), 1)
-    }  # fmt: skip
-    untrained = [{**evaluated[d], "seed": int(p.cfg["seed"])} for d, p in zip(dirs, preps)]
-    pixels = (evaluate_control(preps[0], PIXELS, root, linear_epochs, linear_config_path, device,
-                               quiet, eval_dataset, budget, f" {total}/{total}")
-              if preps else None)  # fmt: skip
-    return untrained, pixels
 
 
 def figure_rows(untrained: list[dict], pixels: dict | None) -> list[dict]:
@@ -247,5 +218,5 @@ def gain_table(found: list[dict], first: str = "config") -> list[str]:
     return lines
 
 
-__all__ = ["PIXELS", "TITLES", "UNTRAINED", "controls_for", "controls_markdown",
-           "evaluate_control", "gain_table", "gains", "pixels_config", "write_control"]  # fmt: skip
+__all__ = ["PIXELS", "TITLES", "UNTRAINED", "announcement", "control_numbers", "controls_markdown",
+           "gain_table", "gains", "pixels_config", "write_control"]  # fmt: skip

@@ -155,6 +155,47 @@ def eval_cache(run_dir: Path, eval_dataset: str | None = None, budget: str = "fu
     return Path(run_dir) / f"{'-'.join(parts)}.json"
 
 
+def _protocol(
+    run_dir: Path, linear_epochs: int | None, linear_config_path: str | None, disk: bool,
+    eval_dataset: str | None, budget: str,
+) -> tuple[dict, str | None, dict, Path]:  # fmt: skip
+    """(what the numbers depend on, the transfer target or None, the linear config, the cache)."""
+    check_eval_dataset(eval_dataset)
+    ckpt_path = resolve_checkpoint(run_dir)
+    source = run_dataset(run_dir, ckpt_path)
+    target = None if eval_dataset in (None, source) else eval_dataset
+    lcfg = linear_config(target or source, linear_config_path, linear_epochs, budget)
+    protocol = {
+        "version": PROTOCOL_VERSION,
+        # resolved: the cache holds however the run directory is spelled (relative or absolute)
+        "checkpoint": str(ckpt_path.resolve()), "checkpoint_mtime": ckpt_path.stat().st_mtime,
+        "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
+        **({"eval_dataset": target} if target else {}),
+        **({"budget": budget} if budget != "full" else {}),
+    }  # fmt: skip
+    return protocol, target, lcfg, eval_cache(run_dir, target, budget)
+
+
+def stored_evaluation(
+    run_dir: str | Path, linear_epochs: int | None = None, linear_config_path: str | None = None,
+    disk: bool = True, eval_dataset: str | None = None, budget: str = "full",
+) -> dict | None:  # fmt: skip
+    """``evaluate_run``'s numbers when its cache holds them for this protocol, else None (nothing
+    is computed: what a campaign reads once its jobs have evaluated every run)."""
+    run_dir = Path(run_dir)
+    protocol, _, _, cache = _protocol(run_dir, linear_epochs, linear_config_path, disk,
+                                      eval_dataset, budget)  # fmt: skip
+    return _cached(cache, protocol, run_dir)
+
+
+def _cached(cache: Path, protocol: dict, run_dir: Path) -> dict | None:
+    if cache.is_file():
+        cached = json.loads(cache.read_text())
+        if cached.get("protocol") == protocol:
+            return {**cached, **robust_result(run_dir)}
+    return None
+
+
 def evaluate_run(
     run_dir: str | Path,
     linear_epochs: int | None = None,
@@ -176,25 +217,13 @@ def evaluate_run(
     ``transfer_acc`` / ``eval_knn_transfer_acc`` do (``features.transfer_config``); cached in
     RUN/eval-<dataset>.json beside the run's own evaluation.
     """
-    check_eval_dataset(eval_dataset)
     run_dir = Path(run_dir)
+    protocol, target, lcfg, cache = _protocol(run_dir, linear_epochs, linear_config_path, disk,
+                                              eval_dataset, budget)  # fmt: skip
+    stored = _cached(cache, protocol, run_dir)
+    if stored is not None:
+        return stored
     ckpt_path = resolve_checkpoint(run_dir)
-    source = run_dataset(run_dir, ckpt_path)
-    target = None if eval_dataset in (None, source) else eval_dataset
-    lcfg = linear_config(target or source, linear_config_path, linear_epochs, budget)
-    protocol = {
-        "version": PROTOCOL_VERSION,
-        # resolved: the cache holds however the run directory is spelled (relative or absolute)
-        "checkpoint": str(ckpt_path.resolve()), "checkpoint_mtime": ckpt_path.stat().st_mtime,
-        "knn_k": DEFAULT_K, "linear": lcfg, "disk": disk,
-        **({"eval_dataset": target} if target else {}),
-        **({"budget": budget} if budget != "full" else {}),
-    }  # fmt: skip
-    cache = eval_cache(run_dir, target, budget)
-    if cache.is_file():
-        cached = json.loads(cache.read_text())
-        if cached.get("protocol") == protocol:
-            return {**cached, **robust_result(run_dir)}
     start = time.perf_counter()
     lines = not quiet if phase_lines is None else phase_lines
     model, run_cfg, ckpt = load_pretrained(ckpt_path)

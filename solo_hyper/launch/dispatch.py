@@ -1,7 +1,9 @@
-"""How a campaign runs its jobs: in its own process one after another (the default), ``--jobs N``
-worker processes at a time, or cluster jobs (``--executor slurm|local``). Whichever it is, the
-campaign's own pass afterwards finds every finished job's run and evaluation and tabulates; a
-job that failed stops the campaign before its table, naming each failed run's log."""
+"""Where a campaign's jobs run: in its own process one after another (the default,
+``sequential``), ``--jobs N`` worker processes at a time (``pool``), or cluster jobs
+(``--executor slurm|local``, ``cluster``). Every executor runs the same jobs the same way
+(``jobs.run_job``); a job that failed stops the campaign before its table, naming each failed
+job's log, once every other one has ended.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from pathlib import Path
 from solo_hyper.config import ConfigError
 from solo_hyper.launch.cluster import EXECUTORS, Cluster
 from solo_hyper.launch.failures import RunsFailed, failure_text
-from solo_hyper.launch.jobs import Job, run_jobs
+from solo_hyper.launch.jobs import Job, waves
 from solo_hyper.launch.pool import check_outcomes, run_pool, slots
+from solo_hyper.launch.sequential import Progress, run_in_process
 
 
 @dataclass(frozen=True)
@@ -42,26 +45,46 @@ class Launch:
                               "command): run the command on the cluster's login node, or plan "
                               "the campaign here with --dry-run")  # fmt: skip
 
-    @property
-    def parallel(self) -> bool:
-        return self.executor is not None or self.jobs > 1
 
-
-def dispatch(jobs: list[Job], launch: Launch, folder: Path, log: Callable[[str], None]) -> None:
-    """Runs ``jobs`` as ``launch`` says (nothing in the default sequential mode: the campaign's
-    own loop trains); raises RunsFailed when any failed, once every other one has ended."""
-    if not launch.parallel:
-        return
+def dispatch(
+    jobs: list[Job], launch: Launch, folder: Path, log: Callable[[str], None],
+    progress: Progress = Progress(),
+) -> None:  # fmt: skip
+    """Runs every job as ``launch`` says (``progress``: the sequential executor's lines); raises
+    RunsFailed when any failed, once every other one has ended."""
     if launch.executor is not None:
-        from solo_hyper.launch.cluster import run_cluster
-
-        failed = run_cluster(launch.executor, launch.cluster, jobs, folder / "submitit", log)
+        failed = in_waves(jobs, lambda wave: _run_cluster(launch, wave, folder, log))
         if failed:
             raise RunsFailed(failure_text(failed))
-        return
-    if jobs:
-        check_one_device(jobs)
-        check_outcomes(run_pool(jobs, launch.jobs, log))
+    elif launch.jobs > 1:
+        if jobs:
+            check_one_device(jobs)
+            check_outcomes(run_pool(jobs, launch.jobs, log))
+    else:
+        run_in_process(jobs, log, progress)
+
+
+def _run_cluster(launch: Launch, jobs: list[Job], folder: Path, log) -> list[tuple[str, str]]:
+    from solo_hyper.launch.cluster import run_cluster
+
+    return run_cluster(launch.executor, launch.cluster, jobs, folder / "submitit", log)
+
+
+def in_waves(jobs: list[Job], run: Callable[[list[Job]], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """Runs the jobs wave by wave (``jobs.waves``: each after the jobs it waits for) through
+    ``run`` (a batch at once, e.g. one job array); a job that waits for a failed one is not
+    started. Returns (job, where its log is) of each that failed or was not started."""
+    if not jobs:
+        return run([])
+    failed: list[tuple[str, str]] = []
+    for wave in waves(jobs):
+        down = {name for name, _ in failed}
+        blocked = [j for j in wave if any(a in down for a in j.after)]
+        runnable = [j for j in wave if j not in blocked]
+        failed += run(runnable) if runnable else []
+        failed += [(j.name, "not started: it waits for " + ", ".join(a for a in j.after if a in down))
+                   for j in blocked]  # fmt: skip
+    return failed
 
 
 def check_one_device(jobs: list[Job]) -> None:
@@ -74,16 +97,4 @@ def check_one_device(jobs: list[Job]) -> None:
                               f"--executor slurm --cluster-set gpus_per_job={devices}")  # fmt: skip
 
 
-def launcher(launch: Launch, out: str, log: Callable[[str], None]):
-    """``compare``'s and ``sweep``'s ``launch``: their prepared runs as jobs (None when the runs
-    go one after another in the command's own loop)."""
-    if not launch.parallel:
-        return None
-
-    def run(preps: list, evaluation: dict | None) -> None:
-        dispatch(run_jobs(preps, evaluation), launch, Path(out), log)
-
-    return run
-
-
-__all__ = ["Launch", "RunsFailed", "dispatch", "launcher"]
+__all__ = ["Launch", "Progress", "RunsFailed", "dispatch", "in_waves"]

@@ -1,4 +1,5 @@
-"""``--jobs N``: a campaign's runs as N worker processes at a time on this machine.
+"""``--jobs N``: a campaign's jobs (its runs and controls) as N worker processes at a time on this
+machine.
 
 Each worker (``python -m solo_hyper.launch.worker``) runs one job (``jobs.run_job``) with its own
 device: one GPU each through ``CUDA_VISIBLE_DEVICES`` when the machine has GPUs, else the CPU
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from solo_hyper.config import ConfigError
 from solo_hyper.launch.failures import RunsFailed, failure_text
-from solo_hyper.launch.jobs import Job, write_job
+from solo_hyper.launch.jobs import Job, ready, write_job
 from solo_hyper.run import stop
 
 
@@ -95,12 +96,12 @@ def run_pool(jobs: list[Job], workers: int, log: Callable[[str], None],
     todo, running, done = list(jobs), {}, []
     names = {j.name for j in jobs}
     spool = Path(tempfile.mkdtemp(prefix="solo-hyper-jobs-"))
-    log(f"[jobs] {len(jobs)} run(s), {len(free)} at a time: "
+    log(f"[jobs] {len(jobs)} job(s), {len(free)} at a time: "
         + ", ".join(f"job {i + 1} on {s.describe()}" for i, s in enumerate(free)))  # fmt: skip
     try:
         while todo or running:
             ended = {o.job.name for o in done}
-            for job in [j for j in todo if all(a in ended or a not in names for a in j.after)]:
+            for job in [j for j in todo if ready(j, ended, names)]:
                 if not free:
                     break
                 todo.remove(job)

@@ -137,7 +137,7 @@ def command(table: str, job: Job) -> str:
 def estimate_text(table: str, seeds: int, chosen: str | None = None) -> str:
     """Every part's CPU estimate (one thread, nothing cached; runs already trained), the chosen
     one marked, each job with its command."""
-    from solo_hyper.reproduce.campaign import _duration
+    from solo_hyper.reproduce.planning import duration
 
     lines = [f"robust protocol of {table} at CPU scale ({IMAGES} class-stratified test images, "
              f"{seeds} seed(s); CPU-hours on one thread, nothing cached, runs already trained):"]  # fmt: skip
@@ -146,7 +146,7 @@ def estimate_text(table: str, seeds: int, chosen: str | None = None) -> str:
         models = sum(job_models(j, seeds) for j in p.jobs)
         mark = " <- this run" if p.key == chosen else ""
         lines.append(f"  part {p.key}: {p.title}: {models} model evaluations, est. "
-                     f"{_duration(seconds)}{mark}")  # fmt: skip
+                     f"{duration(seconds)}{mark}")  # fmt: skip
         for j in p.jobs:
             lines.append(f"    {command(table, j)}")
     return "\n".join(lines)

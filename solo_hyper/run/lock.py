@@ -32,7 +32,16 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID
 
 
 class RunLockedError(ConfigError):
-    """Another process holds the directory; the message names it."""
+    """Another process holds the directory; the message names it and what to do, ``busy`` only
+    which directory and who holds it (what a process that waits for it says)."""
+
+    def __init__(self, message: str, directory: Path | None = None, holder: str = "") -> None:
+        super().__init__(message)
+        self.directory, self.holder = directory, holder
+
+    @property
+    def busy(self) -> str:
+        return f"{self.directory} is in use by {self.holder}"
 
 
 def launched_rank() -> bool:
@@ -70,11 +79,12 @@ def hold(directory: Path, what: str = "run") -> Iterator[dict | None]:
     try:
         lock.acquire()
     except Timeout:
+        who = describe(previous)
         raise RunLockedError(
-            f"{directory} is in use by {describe(previous)}: a {what} directory has one "
-            "writer. Nothing was done. Wait for that process to end (or stop it), or "
+            f"{directory} is in use by {who}: a {what} directory has one writer. Nothing was "
+            "done. Wait for that process to end (or stop it), or "
             + ("give this run another name or checkpoint.dir." if what == "run" else
-               "pass another --out.")  # fmt: skip
+               "pass another --out."), directory, who,  # fmt: skip
         ) from None
     try:
         info = {

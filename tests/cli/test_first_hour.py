@@ -231,8 +231,8 @@ def test_compare_names_each_run_and_phase_on_stderr(session):
     proc = session["procs"]["compare"]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[compare]")]
     expected = [f"[compare] {i}/4 fashionmnist-{m} seed {s}: {phase}"
-                for phase in ("pretraining", "evaluating")
-                for i, (m, s) in enumerate([("simclr", 0), ("simclr", 1), ("hcl", 0), ("hcl", 1)], 1)]  # fmt: skip
+                for i, (m, s) in enumerate([("simclr", 0), ("simclr", 1), ("hcl", 0), ("hcl", 1)], 1)
+                for phase in ("pretraining", "evaluating")]  # fmt: skip
     assert [ln.split(" (")[0] for ln in lines] == expected
     assert all(re.search(r"\(\d+( min \d\d)? s elapsed\)$", ln) for ln in lines)
     assert "[compare]" not in proc.stdout

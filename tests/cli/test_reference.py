@@ -17,8 +17,7 @@ import torch
 
 from solo_hyper import objectives
 from solo_hyper.cli import reference
-from solo_hyper.config import ConfigError, pretrain
-from solo_hyper.evaluation import robust
+from solo_hyper.config import ConfigError, pretrain, robust
 from solo_hyper.geometry import GEOMETRIES
 
 ROOT = Path(__file__).resolve().parents[2]

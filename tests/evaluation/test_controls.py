@@ -86,63 +86,6 @@ def test_the_untrained_control_is_the_runs_network_before_its_first_step(tmp_pat
     assert not all(torch.equal(other[k], control[k]) for k in control)  # another seed, another net
 
 
-def fabricated(model: torch.nn.Module) -> torch.nn.Module:
-    """A backbone no training produced: every parameter from a fixed generator."""
-    g = torch.Generator().manual_seed(1234)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.1)
-    return model
-
-
-def test_a_control_goes_through_exactly_the_code_path_of_a_run(tmp_path, monkeypatch):
-    """One fabricated network, saved once as a run's checkpoint and once as a control: the
-    control is evaluated by protocol.evaluate_run itself, the probe and kNN get bit-identical
-    features, and every number is the same."""
-    from solo_hyper.run.train import initial_model
-
-    prep = tiny(tmp_path)
-    model = fabricated(initial_model(prep)[0])
-    monkeypatch.setattr(controls, "initial_model", lambda p: (model, None, None))
-    run_dir = tmp_path / "fabricated-run"
-    run_dir.mkdir()
-    torch.save({"state_dict": model.state_dict(), "solo_hyper_config": prep.cfg}, run_dir / "last.ckpt")
-
-    calls, features = [], []
-    real_evaluate, real_probe = protocol.evaluate_run, protocol.linear_probe
-
-    def counting(run, *args, **kwargs):
-        calls.append(Path(run).name)
-        return real_evaluate(run, *args, **kwargs)
-
-    def probe(model, cfg, lcfg, embeddings, **kwargs):
-        features.append([e.feats.clone() for e in embeddings])
-        return real_probe(model, cfg, lcfg, embeddings, **kwargs)
-
-    monkeypatch.setattr(controls, "evaluate_run", counting)
-    monkeypatch.setattr(protocol, "linear_probe", probe)
-    as_run = protocol.evaluate_run(run_dir, None, TINY_LINEAR, False)
-    as_control = controls.evaluate_control(prep, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
-    assert len(calls) == 1 and calls[0].startswith("untrained-fashionmnist-small_cnn-s0-")
-    assert all(torch.equal(a, b) for a, b in zip(*features))
-    for key in ("linear_acc1", "knn_top1"):
-        assert as_control[key] == as_run[key], key
-
-
-def test_controls_are_cached_and_shared_by_equal_networks(tmp_path, monkeypatch):
-    """SimCLR and HCL of one seed start from the same backbone: one untrained control, evaluated
-    once; asking again evaluates nothing."""
-    simclr = tiny(tmp_path, name="a")
-    hcl = tiny(tmp_path, "configs/pretrain/fashionmnist/hcl.yaml", name="b")
-    first = controls.write_control(simclr, controls.UNTRAINED, tmp_path)
-    assert controls.write_control(hcl, controls.UNTRAINED, tmp_path) == first
-    stamp = (first / "last.ckpt").stat().st_mtime_ns
-    controls.evaluate_control(simclr, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
-    monkeypatch.setattr(protocol, "linear_probe", lambda *a, **k: pytest.fail("re-evaluated"))
-    controls.evaluate_control(hcl, controls.UNTRAINED, tmp_path, None, TINY_LINEAR)
-    assert (first / "last.ckpt").stat().st_mtime_ns == stamp  # never rewritten
-
-
 def test_gain_over_the_untrained_backbone_is_paired_by_seed():
     rows = [{"config": "hcl", "linear_acc1": v, "knn_top1": 80.0} for v in (85.0, 86.0, 87.5)]
     untrained = [{"run_dir": f"u{i}", "linear_acc1": v, "knn_top1": 80.0}
@@ -180,23 +123,3 @@ def test_a_smoke_evaluation_is_cached_apart_from_the_full_one(tmp_path, monkeypa
     assert protocol.evaluate_run(run, None, TINY_LINEAR, False)["eval_train_images"] == 512
     with pytest.raises(protocol.ConfigError, match="unknown evaluation budget 'tiny'"):
         protocol.evaluate_run(run, None, TINY_LINEAR, False, budget="tiny")
-
-
-def test_controls_for_evaluates_each_distinct_control_once_and_announces_it(tmp_path, monkeypatch, capsys):
-    """SimCLR and HCL of seed 0 and SimCLR of seed 1: two untrained networks and the raw pixels,
-    three evaluations, each announced by a line on stderr."""
-    preps = [tiny(tmp_path, name="a"), tiny(tmp_path, "configs/pretrain/fashionmnist/hcl.yaml", name="b"),
-             tiny(tmp_path, seed=1, name="c")]  # fmt: skip
-    calls = []
-    monkeypatch.setattr(controls, "evaluate_run", lambda run, *a, **k: calls.append(Path(run).name)
-                        or {"linear_acc1": 50.0, "knn_top1": 40.0, "knn_coarse_top1": 70.0})  # fmt: skip
-    untrained, pixels = controls.controls_for(preps, tmp_path, budget="smoke")
-    assert len(calls) == 3 and calls[-1].startswith("pixels-") and len(set(calls)) == 3
-    assert untrained[0]["run_dir"] == untrained[1]["run_dir"] != untrained[2]["run_dir"]
-    assert [c["seed"] for c in untrained] == [0, 0, 1] and pixels["eval_budget"] == "smoke"
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[controls")]
-    assert [ln.split("]")[0] for ln in lines] == ["[controls 1/3", "[controls 2/3", "[controls 3/3"]
-    assert "untrained backbone: small_cnn at initialisation (fashionmnist, seed 1, smoke evaluation)" in lines[1]
-    assert "raw pixels" in lines[2]
-    rows = controls.figure_rows(untrained, pixels)
-    assert [r["config"] for r in rows] == ["control: untrained backbone"] * 2 + ["control: raw pixels"]

@@ -9,8 +9,8 @@ import csv
 import pytest
 import torch
 
-from solo_hyper.evaluation.compare import write_csv
-from solo_hyper.reproduce.campaign import _duration
+from solo_hyper.campaigns.compare import write_csv
+from solo_hyper.reproduce.planning import duration
 from solo_hyper.run.identity import float32_value
 
 
@@ -39,6 +39,6 @@ def test_csv_cells_are_rounded_to_six_significant_digits(tmp_path):
 
 
 def test_dry_run_estimates_add_up():
-    each = _duration(96)  # 1.6 min
-    assert each == "1.6 min" and _duration(192) == "3.2 min"
-    assert _duration(30 * 60) == "30 min" and _duration(3 * 3600) == "3.0 h"
+    each = duration(96)  # 1.6 min
+    assert each == "1.6 min" and duration(192) == "3.2 min"
+    assert duration(30 * 60) == "30 min" and duration(3 * 3600) == "3.0 h"

@@ -93,7 +93,7 @@ def test_transfer_through_the_commands_and_a_bad_target(fmnist_run, capsys):
 
 
 def test_compare_checks_the_target_before_training_and_its_legend_names_the_transfer(tmp_path, capsys):
-    from solo_hyper.evaluation.compare import notes
+    from solo_hyper.campaigns.compare import notes
 
     code = main(["compare", "--configs", "configs/pretrain/fashionmnist/simclr.yaml", "--out",
                  str(tmp_path / "out"), "--eval-dataset", "mnst", "--set", "checkpoint.dir=" + str(tmp_path)])  # fmt: skip

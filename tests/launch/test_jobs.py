@@ -1,80 +1,23 @@
-"""``--jobs N`` (issue 49): a tiny campaign's runs as worker processes, two at a time (their
-intervals overlap), writing the same table as the sequential command at the same threads per
-run; a run that fails is reported with its log while the others finish, and the command's exit
-code says so; the device plan splits the cores (or gives one GPU per job)."""
+"""Jobs and where they run: a run that fails is reported with its log while the others finish,
+and the command's exit code says so; the device plan of ``--jobs`` splits the cores (or gives one
+GPU per job); a job whose run another process holds waits for it and says who holds it, once; a
+cluster gets the jobs in waves, none started before the jobs it waits for, none after one that
+failed. (Every executor writing the same table: tests/reproduce/test_launch_modes.py.)"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-import torch
 import yaml
 from conftest import tiny_config
 
-import solo_hyper.launch.dispatch as dispatch
 from solo_hyper.cli.main import main
 from solo_hyper.config import ConfigError
 from solo_hyper.launch.pool import slots
-
-TINY = ["data.train_subset=64", "optimizer.batch_size=32", "knn_eval.enabled=false"]
-
-
-def reproduce_argv(out: Path) -> list[str]:
-    return ["reproduce", "hcl-normalization", "--seeds", "0", "1", "--epochs", "1", "--out",
-            str(out), "--linear-config", "tests/linear-tiny.yaml", "--quiet", "--set", *TINY]  # fmt: skip
-
-
-def recording(monkeypatch) -> list:
-    """Every outcome of the worker pool (each job's start and end time)."""
-    seen = []
-    real = dispatch.run_pool
-
-    def run_pool(jobs, workers, log, plan=None):
-        outcomes = real(jobs, workers, log, plan)
-        seen.extend(outcomes)
-        return outcomes
-
-    monkeypatch.setattr(dispatch, "run_pool", run_pool)
-    return seen
-
-
-@pytest.mark.slow
-def test_two_jobs_at_a_time_write_the_sequential_commands_table(tmp_path, capsys, monkeypatch,
-                                                                 fashion_mnist_available):  # fmt: skip
-    threads = slots(2)[0].threads  # each worker's share of this machine's cores
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)  # this process (the controls) as the sequential one's
-    try:
-        seen = recording(monkeypatch)
-        assert main([*reproduce_argv(tmp_path / "jobs"), "--jobs", "2"]) == 0
-        parallel = capsys.readouterr()
-        assert main(reproduce_argv(tmp_path / "one")) == 0
-        sequential = capsys.readouterr()
-    finally:
-        torch.set_num_threads(previous)
-
-    assert len(seen) == 4 and all(o.code == 0 for o in seen)
-    intervals = sorted((o.start, o.end) for o in seen)
-    # two processes at once: some run starts before another has ended
-    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(intervals, intervals[1:]))
-    for o in seen:  # each with its log beside its run directory
-        assert o.job.log.is_file() and f"{o.job.name} done" in o.job.log.read_text()
-    assert "[jobs] 4 run(s), 2 at a time" in parallel.err
-    assert parallel.err.count("[jobs] started ") == 4
-
-    def table(out: str, folder: str) -> str:
-        return out.replace(str(tmp_path / folder), "OUT")
-
-    # the same table to the last digit: runs, evaluations, controls and pairs
-    assert table(parallel.out, "jobs") == table(sequential.out, "one")
-    assert "| control: untrained backbone |" in parallel.out
-
-    # everything finished is reused: the same command again starts no job
-    seen.clear()
-    assert main([*reproduce_argv(tmp_path / "jobs"), "--jobs", "2"]) == 0
-    assert seen == [] and "[jobs] started" not in capsys.readouterr().err
 
 
 def write(folder: Path, name: str, **sections) -> str:
@@ -120,3 +63,46 @@ def test_the_device_plan_splits_the_cores_or_gives_one_gpu_per_job():
         slots(3, gpus=[], cores=2)
     with pytest.raises(ConfigError, match="--jobs must be an integer >= 1"):
         slots(0, gpus=[], cores=2)
+
+
+def test_a_job_whose_run_another_process_holds_waits_and_says_who_holds_it_once(tmp_path, monkeypatch):
+    import solo_hyper.launch.jobs as jobs
+    from solo_hyper.run.lock import hold
+
+    run_dir = tmp_path / "run"
+    attempts, said = [], []
+
+    def busy_then_done(prep, quiet=False):
+        attempts.append(prep.cfg["name"])
+        if len(attempts) < 3:  # the run is held (by this test): refused as pretrain is refused
+            with hold(run_dir):
+                pass
+        return {"run_dir": str(run_dir), "finished": True}
+
+    monkeypatch.setattr(jobs, "train_or_reuse", busy_then_done)
+    monkeypatch.setattr(jobs, "prepare", lambda path, base: SimpleNamespace(cfg=base))
+    with hold(run_dir, "run"):
+        row = jobs.run_job(jobs.Job("run", run_dir, {"name": "run"}), log=said.append, poll_s=0.01)
+    assert row["finished"] and len(attempts) == 3
+    assert len(said) == 1 and said[0].startswith(f"[jobs] waiting: {run_dir} is in use by pid {os.getpid()} on host ")
+    assert "Nothing was done" not in said[0]
+
+
+def test_a_cluster_gets_the_jobs_in_waves_and_nothing_after_a_failed_one(tmp_path):
+    from solo_hyper.launch.dispatch import in_waves
+    from solo_hyper.launch.jobs import Job
+
+    def job(name: str, *after: str) -> Job:
+        return Job(name, tmp_path / name, {}, after=after)
+
+    todo = [job("simclr"), job("hcl", "simclr"), job("rocl"), job("rhcl", "rocl"), job("rhcl-at", "rhcl", "rocl")]
+    batches = []
+
+    def submit(batch: list[Job]) -> list[tuple[str, str]]:
+        batches.append([j.name for j in batch])
+        return [(j.name, f"{j.name}.err") for j in batch if j.name == "rocl"]  # RoCL's job fails
+
+    failed = in_waves(todo, submit)
+    assert batches == [["simclr", "rocl"], ["hcl"]]  # RHCL waits for RoCL, RHCL+AT for RHCL
+    assert failed == [("rocl", "rocl.err"), ("rhcl", "not started: it waits for rocl"),
+                      ("rhcl-at", "not started: it waits for rhcl, rocl")]

@@ -4,14 +4,10 @@ Eq. 6 and Eq. 8 (Poincare), fused-vs-autograd agreement, numerics, DDP and valid
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
-import socket
-import traceback
 
 import pytest
 import torch
-import torch.distributed as dist
+from ddp_ranks import run_ranks
 from solo.losses.simclr import simclr_loss_func
 
 from solo_hyper.geometry import expmap0, make_space, project
@@ -322,46 +318,27 @@ def test_bad_inputs_raise_value_error(kwargs: dict, message: str) -> None:
 # ---------------------------------------------------------------------------------- DDP
 
 
-def _ddp_worker(rank: int, port: int, z: torch.Tensor, targets: torch.Tensor, queue) -> None:
-    try:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=2)
-        rows = slice(rank * 6, rank * 6 + 6)
-        out = {}
-        for fused in (True, False):
-            local = z[rows].clone().requires_grad_()
-            loss = contrastive_loss(
-                local, targets[rows], 0.3, make_space("poincare", 0.6), fused=fused
-            )
-            loss.backward()
-            out[fused] = (loss.item(), local.grad.tolist())
-        # gather_distributed=False (lightly's default): each rank's rows only
-        out["local"] = contrastive_loss(
-            z[rows], targets[rows], 0.3, make_space("poincare", 0.6), gather_distributed=False
-        ).item()
-        dist.destroy_process_group()
-        queue.put((rank, out))
-    except Exception:  # surface the worker's error in the test
-        queue.put((rank, traceback.format_exc()))
+def _ddp_rank(rank: int, z: torch.Tensor, targets: torch.Tensor) -> dict:
+    rows = slice(rank * 6, rank * 6 + 6)
+    out = {}
+    for fused in (True, False):
+        local = z[rows].clone().requires_grad_()
+        loss = contrastive_loss(
+            local, targets[rows], 0.3, make_space("poincare", 0.6), fused=fused
+        )
+        loss.backward()
+        out[fused] = (loss.item(), local.grad.tolist())
+    # gather_distributed=False (lightly's default): each rank's rows only
+    out["local"] = contrastive_loss(
+        z[rows], targets[rows], 0.3, make_space("poincare", 0.6), gather_distributed=False
+    ).item()
+    return out
 
 
 def test_ddp_anchors_are_local_rows_and_gradients_sum_over_ranks() -> None:
     z = _views(6, 3, 0.6, seed=13)
     targets = torch.cat([torch.arange(6) % 4, torch.arange(6) % 4])  # positives across ranks
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    workers = [ctx.Process(target=_ddp_worker, args=(r, port, z, targets, queue)) for r in range(2)]
-    for w in workers:
-        w.start()
-    results = dict(queue.get(timeout=60) for _ in workers)
-    for w in workers:
-        w.join(timeout=10)
-    for rank in range(2):
-        assert isinstance(results[rank], dict), results[rank]
+    results = run_ranks(lambda rank: _ddp_rank(rank, z, targets), timeout=60)
 
     # Reference on one process: rank r's loss averages over its anchors against all 12 rows;
     # the gradient each rank receives is that of the sum of both ranks' losses.

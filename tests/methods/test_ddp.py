@@ -3,16 +3,11 @@ and Lightning DDP runs of the methods with an attack or a sampler neither deadlo
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import socket
-import traceback
-
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from conftest import fake_loaders, tiny_config
+from ddp_ranks import run_ranks
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.geometry import make_space, poincare_to_lorentz
@@ -67,40 +62,21 @@ def _views(seed: int = 0):
     return raw, ball, ids, labels
 
 
-def _worker(rank: int, port: int, queue) -> None:
-    try:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=2)
-        raw, ball, ids, labels = _views()
-        rows = slice(rank * B, rank * B + B)
-        out = {}
-        for name, value in _losses(*(ball(r[rows]) if i < 2 else r[rows] for i, r in enumerate(raw)), ids[rows], labels[rows]).items():
-            out[name] = value.item()
-        # the contrastive methods use points on the ball for all three views
-        z = [ball(r[rows]) for r in raw]
-        out["rhcl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, BALL)[0].item()
-        out["rocl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, SPHERE)[0].item()
-        dist.destroy_process_group()
-        queue.put((rank, out))
-    except Exception:
-        queue.put((rank, traceback.format_exc()))
+def _rank(rank: int) -> dict:
+    raw, ball, ids, labels = _views()
+    rows = slice(rank * B, rank * B + B)
+    out = {}
+    for name, value in _losses(*(ball(r[rows]) if i < 2 else r[rows] for i, r in enumerate(raw)), ids[rows], labels[rows]).items():
+        out[name] = value.item()
+    # the contrastive methods use points on the ball for all three views
+    z = [ball(r[rows]) for r in raw]
+    out["rhcl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, BALL)[0].item()
+    out["rocl"] = robust_contrastive_loss(*z, ids[rows], 0.2, 0.5, SPHERE)[0].item()
+    return out
 
 
 def test_two_ranks_with_gathered_negatives_equal_one_process_on_the_whole_batch():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(r, port, queue)) for r in range(2)]
-    for w in workers:
-        w.start()
-    results = dict(queue.get(timeout=120) for _ in workers)
-    for w in workers:
-        w.join(timeout=20)
-    for rank in range(2):
-        assert isinstance(results[rank], dict), results[rank]
+    results = run_ranks(_rank)
 
     raw, ball, ids, labels = _views()
     whole = _losses(ball(raw[0]), ball(raw[1]), raw[2], ids, labels)

@@ -11,7 +11,8 @@ import pytest
 
 from solo_hyper.cli.main import main
 from solo_hyper.config import ConfigError
-from solo_hyper.reproduce import campaign, pairs, paper, tables
+from solo_hyper.reproduce import campaign, pairs, paper, report, tables
+from solo_hyper.reproduce.cells import Cell, plan
 from solo_hyper.reproduce.tables import NOT_RUNNABLE, TABLES
 
 TINY_LINEAR = "tests/linear-tiny.yaml"
@@ -98,22 +99,22 @@ def test_an_unknown_table_is_one_error_that_lists_the_known_ones(capsys):
 )
 def test_bad_input_is_refused_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        campaign.plan("hcl-normalization", "cpu", out=str(tmp_path), **kwargs)
+        plan("hcl-normalization", "cpu", out=str(tmp_path), **kwargs)
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_gpu_column_without_its_dataset_says_where_to_put_it(tmp_path):
     with pytest.raises(ConfigError, match="--data-root"):
-        campaign.plan("hcl-table1", "gpu", out=str(tmp_path), data_root=str(tmp_path))
+        plan("hcl-table1", "gpu", out=str(tmp_path), data_root=str(tmp_path))
 
 
 def test_the_cpu_table1_runs_are_the_compare_runs_of_the_same_budget(tmp_path):
     """reproduce hcl-table1 names its runs as `compare --seeds` does, so that a comparison run
     into OUT/runs with the same budget is reused (hash and directory equal)."""
-    from solo_hyper.evaluation.compare import plan as compare_plan
+    from solo_hyper.campaigns.compare import plan as compare_plan
     from solo_hyper.run.identity import config_hash
 
-    cells = campaign.plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path))
+    cells = plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path))
     other = compare_plan([f"configs/pretrain/{ds}/{m}.yaml" for ds in ("fashionmnist", "mnist")
                           for m in ("simclr", "hcl")], str(tmp_path / "runs"), 10, seeds=[0])  # fmt: skip
     mine = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in cells}
@@ -123,16 +124,18 @@ def test_the_cpu_table1_runs_are_the_compare_runs_of_the_same_budget(tmp_path):
 
 @pytest.mark.slow
 def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, monkeypatch):
+    import solo_hyper.launch.jobs as launch_jobs
+
     out = str(tmp_path)
     args = ["reproduce", "hcl-normalization", "--seeds", "0", "--epochs", "1", "--out", out,
             "--linear-config", TINY_LINEAR, "--quiet", "--set", *TINY]  # fmt: skip
     assert main([*args, "--rows", "normalized"]) == 0  # an interrupted campaign: one row done
-    statuses = {c.row.key: c.status for c in campaign.plan(
+    statuses = {c.row.key: c.status for c in plan(
         "hcl-normalization", "cpu", seeds=[0], epochs=1, overrides=TINY, out=out)}  # fmt: skip
     assert statuses == {"normalized": "finished", "unnormalized": "new"}
 
     trained = []
-    real = campaign.train_or_reuse
+    real = launch_jobs.train_or_reuse
 
     def counting(prep, quiet=False):
         row = real(prep, quiet)
@@ -140,7 +143,7 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
             trained.append(prep.cfg["name"])
         return row
 
-    monkeypatch.setattr(campaign, "train_or_reuse", counting)
+    monkeypatch.setattr(launch_jobs, "train_or_reuse", counting)
     capsys.readouterr()
     assert main(args) == 0
     assert trained == ["fashionmnist-hcl-unnormalized-ab-s0"]
@@ -164,23 +167,6 @@ def test_a_restarted_reproduce_trains_nothing_that_finished(tmp_path, capsys, mo
     assert trained == []
 
 
-def test_a_run_another_terminal_holds_is_waited_for_not_failed(tmp_path, monkeypatch):
-    from solo_hyper.run.lock import RunLockedError
-
-    cell = campaign.plan("hcl-normalization", "cpu", seeds=[0], out=str(tmp_path))[0]
-    attempts, said = [], []
-
-    def busy_then_done(prep, quiet=False):
-        attempts.append(prep.cfg["name"])
-        if len(attempts) < 3:
-            raise RunLockedError(f"{prep.cfg['name']} is in use by pid 1. Nothing was done.")
-        return {"reused": True}
-
-    monkeypatch.setattr(campaign, "train_or_reuse", busy_then_done)
-    assert campaign._train(cell, True, said.append, poll_s=0.01) == {"reused": True}
-    assert len(attempts) == 3 and len(said) == 1 and "waiting" in said[0]
-
-
 def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
     from solo_hyper.run.lock import RunLockedError, hold
 
@@ -192,7 +178,7 @@ def test_two_campaigns_of_one_table_and_out_are_refused(tmp_path):
 def test_a_narrowed_seed_set_writes_its_own_table_and_holds_its_own_lock():
     """`--seeds 0` must neither overwrite the three-seed table nor block `--seeds 1` of the same
     rows in another terminal (each trains its own runs; the full command then tabulates them)."""
-    tag = campaign._file_tag
+    tag = campaign.file_tag
     assert tag(None, None, None, ()) == tag(None, None, None, (), [0, 1, 2]) == ""
     assert tag(None, ["simclr"], None, (), ["2"]) == "-seeds-2-rows-simclr"
     assert tag(10, None, None, (), [0, 1]) == "-e10-seeds-0+1"
@@ -212,18 +198,18 @@ def test_rows_on_different_backbones_get_one_control_line_each():
                               (column.rows[1], {"width": 32, "batch_norm": False}, 80.0)):  # fmt: skip
         for seed in (0, 1):
             prep = SimpleNamespace(cfg={"backbone": {"name": "small_cnn", "kwargs": kwargs}})
-            cell = campaign.Cell(column, row, seed, prep=prep)
+            cell = Cell(column, row, seed, prep=prep)
             cell.untrained = {"run_dir": f"{row.key}-{seed}", "linear_acc1": base + seed, "knn_top1": base}
             cells.append(cell)
     metrics = [("linear_acc1", "linear top-1", None), ("knn_top1", "kNN top-1", None)]
-    lines = campaign._control_rows(cells, metrics, {"linear_acc1": 70.0, "knn_top1": 71.0})
+    lines = report.control_rows(cells, metrics, {"linear_acc1": 70.0, "knn_top1": 71.0})
     assert lines == [
         "| control: untrained backbone, small_cnn (width=32) | 90.50 ± 0.71 | 90.00 ± 0.00 |",
         "| control: untrained backbone, small_cnn (batch_norm=False, width=32) | 80.50 ± 0.71 | 80.00 ± 0.00 |",
         "| control: raw pixels | 70.00 | 71.00 |",
     ]
     # one backbone: one plain line, as every single-backbone table has it
-    assert campaign._control_rows(cells[:2], metrics, None)[0].startswith("| control: untrained backbone | ")
+    assert report.control_rows(cells[:2], metrics, None)[0].startswith("| control: untrained backbone | ")
 
 
 def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
@@ -232,12 +218,12 @@ def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
     column = spec.scales["cpu"][0]
     cells = []
     for row in column.rows[2:4]:  # RoCL, RHCL
-        cell = campaign.Cell(column, row, 0, prep=None)
+        cell = Cell(column, row, 0, prep=None)
         cell.result = {"run_dir": "x", "LE A_nat": 70.0, "LE PGD-20 8/255": 50.0,
                        "LE PGD-20 16/255": 30.0, "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0,
                        "r-LE PGD-20 16/255": 40.0}  # fmt: skip
         cells.append(cell)
-    metrics = campaign._metrics(spec, cells)
+    metrics = report.metric_columns(spec, cells)
     assert [m[0] for m in metrics][:3] == ["LE A_nat", "LE PGD-20 8/255", "LE PGD-20 16/255"]
     paper = {key: p for key, _, p in metrics}
     assert paper["LE PGD-20 8/255"] == "PGD" and paper["LE PGD-20 16/255"] == "-"
@@ -253,14 +239,14 @@ def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
     cells = []
     for seed, shift in ((0, 0.0), (1, 1.0), (2, 3.0)):
         for key in ("simclr", "hcl", "simclr-rocl-recipe", "hcl-rhcl-recipe", "rocl", "rhcl"):
-            cell = campaign.Cell(column, rows[key], seed, prep=None)
+            cell = Cell(column, rows[key], seed, prep=None)
             cell.result = {"LE A_nat": 70.0 + shift, "LE PGD-20 8/255": 50.0 + shift,
                            "r-LE A_nat": 69.0, "r-LE PGD-20 8/255": 55.0}  # fmt: skip
             cells.append(cell)
-        at = campaign.Cell(column, rows["rhcl-at"], seed, prep=None)
+        at = Cell(column, rows["rhcl-at"], seed, prep=None)
         at.result = {"AT A_nat": 60.0, "AT PGD-20 8/255": 52.0 + 2 * shift}
         cells.append(at)
-    text = "\n".join(campaign._pairs_text(cells, campaign._metrics(spec, cells)))
+    text = "\n".join(report.pairs_text(cells, report.metric_columns(spec, cells)))
     # AT - LE at 8/255: 2, 3, 5 over the seeds (mean 10/3); AT - r-LE: -3, -1, +3 (mean -1/3)
     assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs LE | 3 | +3.33 |" in text
     assert "| RHCL+AT - RHCL | AT PGD-20 8/255 vs r-LE | 3 | -0.33 |" in text
@@ -278,10 +264,10 @@ def test_a_pair_is_titled_by_its_metric_not_its_result_key():
     cells = []
     for seed in (0, 1):
         for row, acc in zip(column.rows, (84.0, 83.0 + seed)):
-            cell = campaign.Cell(column, row, seed, prep=None)
+            cell = Cell(column, row, seed, prep=None)
             cell.result = {"linear_acc1": acc, "knn_top1": 77.0}
             cells.append(cell)
-    text = "\n".join(campaign._pairs_text(cells, campaign._metrics(spec, cells)))
+    text = "\n".join(report.pairs_text(cells, report.metric_columns(spec, cells)))
     assert "| without normalisation - with normalisation | linear top-1 | 2 | -0.50 |" in text
     assert "| kNN top-1 | 2 | +0.00 |" in text and "linear_acc1" not in text
 
@@ -295,19 +281,19 @@ def test_ebclr_table3_pairs_the_batch_claims_and_the_epochs_across_columns():
     for column, level in ((short, 80.0), (long, 82.0)):
         for row in column.rows:
             for seed in (0, 1):
-                cell = campaign.Cell(column, row, seed, prep=None)
+                cell = Cell(column, row, seed, prep=None)
                 bonus = 1.0 if row.key == "ebclr-b16" else 0.0
                 cell.result = {"linear_acc1": level + bonus + seed, "knn_top1": 70.0}
                 cells.append(cell)
-    within = "\n".join(campaign._pairs_text([c for c in cells if c.column is long],
-                                            campaign._metrics(spec, cells)))  # fmt: skip
+    within = "\n".join(report.pairs_text([c for c in cells if c.column is long],
+                                            report.metric_columns(spec, cells)))  # fmt: skip
     assert "| EBCLR, batch 16 - SimCLR, batch 128 | linear top-1 | 2 | +1.00 |" in within
     assert "| EBCLR, batch 16 - EBCLR, batch 128 | linear top-1 | 2 | +1.00 |" in within
     assert "| SimCLR, batch 16 - SimCLR, batch 128 | linear top-1 | 2 | +0.00 |" in within
-    across = "\n".join(campaign._across_text(spec, cells))
+    across = "\n".join(report.across_text(spec, cells))
     assert "| EBCLR, batch 16 (short) - SimCLR, batch 16 (long) | linear top-1 | 2 | -1.00 |" in across
     assert "| EBCLR, batch 128 (short) - SimCLR, batch 128 (long) | linear top-1 | 2 | -2.00 |" in across
-    assert campaign._across_text(TABLES["hcl-table1"], cells) == []  # a table without such pairs
+    assert report.across_text(TABLES["hcl-table1"], cells) == []  # a table without such pairs
 
 
 def fabricated_cells(name: str, scale: str, accuracy: dict[str, float], column: int = 0):
@@ -321,7 +307,7 @@ def fabricated_cells(name: str, scale: str, accuracy: dict[str, float], column: 
         if row.key not in accuracy:
             continue
         prep = prepare(row.config, [*col.overrides, *row.overrides])
-        cell = campaign.Cell(col, row, 0, prep)
+        cell = Cell(col, row, 0, prep)
         cell.result = {"run_dir": "x", "linear_acc1": accuracy[row.key], "knn_top1": 70.0}
         cells.append(cell)
     return cells
@@ -329,7 +315,7 @@ def fabricated_cells(name: str, scale: str, accuracy: dict[str, float], column: 
 
 def test_a_table4_cell_at_c_0_1_shows_the_papers_c_0_1_number():
     cells = fabricated_cells("hcl-table4", "cpu", {"c=0.1": 83.0, "c=0.6": 82.0})
-    text = campaign.markdown(TABLES["hcl-table4"], "cpu", cells, paper.load())
+    text = report.markdown(TABLES["hcl-table4"], "cpu", cells, paper.load())
     assert "| c = 0.1 | 83.00 (paper 87.19) |" in text
     assert "| c = 0.6 | 82.00 (paper 87.98) |" in text
     assert "| c = 0.1 - c = 0.6 | linear top-1 | 1 | +1.00 | - Holm 1 | " in text
@@ -340,7 +326,7 @@ def test_hcl_table1_at_c_0_1_quotes_the_c_0_1_number_not_the_c_0_6_one():
     """Table 1's CIFAR-10 HCL number is the paper's c = 0.6 result; the CPU runs are at c = 0.1,
     so the paper's number beside them (and the paper's gap) is its Table 4's c = 0.1 one."""
     cells = fabricated_cells("hcl-table1", "cpu", {"simclr": 86.0, "hcl": 86.5})
-    text = campaign.markdown(TABLES["hcl-table1"], "cpu", cells, paper.load())
+    text = report.markdown(TABLES["hcl-table1"], "cpu", cells, paper.load())
     assert "87.98" not in text.split("Settings the paper's table differs in")[0]
     assert "| HCL | 86.50 (paper 87.19, its Table 4) |" in text
     assert "| SimCLR | 86.00 (paper 86.58) |" in text
@@ -349,13 +335,13 @@ def test_hcl_table1_at_c_0_1_quotes_the_c_0_1_number_not_the_c_0_6_one():
     assert "- HCL: the table's own number (87.98) is at method_kwargs.curvature=0.6 (run: 0.1)" in text
     # at the paper's setting (the CIFAR-10 config, c = 0.6) the table's own number stands
     gpu = fabricated_cells("hcl-table1", "gpu", {"simclr": 86.0, "hcl": 86.5})
-    text = campaign.markdown(TABLES["hcl-table1"], "gpu", gpu, paper.load())
+    text = report.markdown(TABLES["hcl-table1"], "gpu", gpu, paper.load())
     assert "| HCL | 86.50 (paper 87.98) |" in text and "| +1.40 |" in text
 
 
 def test_a_run_at_a_setting_the_paper_never_measured_gets_a_dash():
     cells = fabricated_cells("hcl-normalization", "cpu", {"normalized": 84.0, "unnormalized": 83.0})
-    text = campaign.markdown(TABLES["hcl-normalization"], "cpu", cells, paper.load())
+    text = report.markdown(TABLES["hcl-normalization"], "cpu", cells, paper.load())
     assert "| without normalisation | 83.00 (paper -) |" in text
     assert "| without normalisation - with normalisation | linear top-1 | 1 | -1.00 | - | " in text
     line = next(x for x in text.splitlines() if x.startswith("| without normalisation - with"))
@@ -404,7 +390,7 @@ def test_a_table_with_an_unclean_pair_is_refused_before_any_work(tmp_path, monke
     bad = replace(spec, scales={"cpu": (replace(column, rows=rows),)})
     monkeypatch.setitem(TABLES, "hcl-table3", bad)
     with pytest.raises(ConfigError, match=r"RoCL - SimCLR differs in .*method_kwargs\.temperature"):
-        campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
+        plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
     assert not (tmp_path / "runs").exists()
 
 
@@ -424,7 +410,7 @@ def seeded_cells(name: str, accuracy: dict[str, list[float]], scale: str = "cpu"
     cells = []
     for first in fabricated_cells(name, scale, {k: v[0] for k, v in accuracy.items()}):
         for seed, acc in enumerate(accuracy[first.row.key]):
-            cell = campaign.Cell(first.column, first.row, seed, first.prep)
+            cell = Cell(first.column, first.row, seed, first.prep)
             cell.result = {"run_dir": "x", "linear_acc1": acc, "knn_top1": 70.0}
             cells.append(cell)
     return cells
@@ -435,7 +421,7 @@ def table4(leader: str, lead: float) -> str:
     noise = [[0.3, -0.2, 0.1], [0.0, 0.4, -0.3], [-0.2, 0.1, 0.3]]
     accuracy = {f"c={c}": [83.0 + noise[i % 3][s] + (lead if f"c={c}" == leader else 0.0)
                            for s in range(3)] for i, c in enumerate(tables.CURVATURES)}  # fmt: skip
-    return campaign.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
+    return report.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
                              paper.load())  # fmt: skip
 
 
@@ -461,7 +447,7 @@ def test_holm_withholds_a_best_that_one_unadjusted_interval_would_grant():
     accuracy["c=0.4"] = [x + 0.6 + e for x, e in zip(base, (0.0, 0.1, -0.1))]
     lone = paired_interval(accuracy["c=0.4"], accuracy["c=0.1"])
     assert not lone.within_noise  # alone: "c = 0.4 higher"
-    text = campaign.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
+    text = report.markdown(TABLES["hcl-table4"], "cpu", seeded_cells("hcl-table4", accuracy),
                              paper.load())  # fmt: skip
     line = next(x for x in text.splitlines() if x.startswith("| c = 0.4 - c = 0.1 | linear"))
     assert "within noise" in line and "Holm 9" in line
@@ -473,13 +459,13 @@ def test_ebclr_table1_reads_every_baseline_through_holm_adjusted_intervals():
     accuracy = {"simclr": base, "mocov2plus": [x - 0.4 for x in base],
                 "simsiam": [x - 3.0 for x in base], "byol": [x - 2.5 for x in base]}
     accuracy["ebclr"] = [x + 2.0 + e for x, e in zip(base, (0.3, -0.3, 0.1))]
-    text = campaign.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
+    text = report.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
                              paper.load())  # fmt: skip
     lines = [x for x in text.splitlines() if x.startswith("| EBCLR - ") and "| linear top-1 |" in x]
     assert len(lines) == 4 and all("Holm 4 |" in x for x in lines)
     assert "EBCLR outperforms every baseline (linear top-1): **holds against every pair** (4," in text
     accuracy["mocov2plus"] = [x + 2.1 for x in base]  # level with EBCLR
-    text = campaign.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
+    text = report.markdown(TABLES["ebclr-table1"], "cpu", seeded_cells("ebclr-table1", accuracy),
                              paper.load())  # fmt: skip
     assert "(linear top-1): **not resolved**: within noise against MoCo v2 (Holm-adjusted over 4" in text
 
@@ -492,8 +478,8 @@ def test_ebclr_table2_is_runnable_and_reuses_table1s_runs(tmp_path, capsys):
     assert "ebclr-table2" in runnable and "ebclr-table2" not in listed.split("Not runnable here:")[1]
     from solo_hyper.run.identity import config_hash
 
-    t1 = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in campaign.plan("ebclr-table1", "cpu", seeds=[0], out=str(tmp_path))}
-    t2 = campaign.plan("ebclr-table2", "cpu", seeds=[0], out=str(tmp_path))
+    t1 = {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in plan("ebclr-table1", "cpu", seeds=[0], out=str(tmp_path))}
+    t2 = plan("ebclr-table2", "cpu", seeds=[0], out=str(tmp_path))
     assert {c.prep.cfg["name"]: config_hash(c.prep.cfg) for c in t2} == t1
     directions = {(c.prep.cfg["data"]["dataset"], c.column.eval_dataset) for c in t2}
     assert directions == {("mnist", "fashionmnist"), ("fashionmnist", "mnist")}
@@ -539,10 +525,10 @@ def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_
             assert not (run / "eval.json").exists()  # the source's own evaluation is not made
 
 
-def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
+def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3():
     """HCL Table 3 carries robust-eval's AutoAttack columns beside PGD's, marks the robust columns
-    of a model its diagnostics flagged, and robust-evaluates RHCL with RoCL's run of the same seed
-    as the transfer attack's twin (HCL with SimCLR's)."""
+    of a model its diagnostics flagged, and names RoCL as RHCL's Euclidean twin (SimCLR as
+    HCL's), whose run the transfer attack is crafted on (the jobs' order: test_planning.py)."""
     spec = TABLES["hcl-table3"]
     column = spec.scales["cpu"][0]
     rows = {r.key: r for r in column.rows}
@@ -550,10 +536,8 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
     cells = []
     for seed in (0, 1):
         for key in ("rocl", "rhcl"):
-            cell = campaign.Cell(column, rows[key], seed, prep=None)
-            run = tmp_path / f"{key}-{seed}"
-            (run / "robust").mkdir(parents=True)
-            (run / "robust" / "robust_eval.pt").write_bytes(b"")
+            cell = Cell(column, rows[key], seed, prep=None)
+            run = f"{key}-{seed}"
             flagged = key == "rhcl" and seed == 1
             cell.result = {"run_dir": str(run), "LE A_nat": 70.0, "LE PGD-20 8/255": 50.0,
                            "LE AA 8/255": 41.0, "LE masking": "passed",
@@ -562,18 +546,15 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3(tmp_path):
                            "r-LE strength": f"PGD-200 -{seed}.0, x10 restarts +0.0 (100 images); "
                                             "AA -10.0 vs PGD-20"}  # fmt: skip
             cells.append(cell)
-    metrics = {key: paper for key, _, paper in campaign._metrics(spec, cells)}
+    metrics = {key: paper for key, _, paper in report.metric_columns(spec, cells)}
     assert metrics["LE AA 8/255"] == "-" and metrics["LE PGD-20 8/255"] == "PGD"
     assert "LE masking" not in metrics  # a verdict, not a number
     rhcl = [c for c in cells if c.row.key == "rhcl"]
     seeds = [c.result for c in rhcl]
-    assert campaign._masked(seeds, "r-LE AA 8/255") and campaign._masked(seeds, "r-LE PGD-20 8/255")
-    assert not campaign._masked(seeds, "r-LE A_nat") and not campaign._masked(seeds, "LE AA 8/255")
-    text = "\n".join(campaign._diagnostics_text(cells))
+    assert report.masked(seeds, "r-LE AA 8/255") and report.masked(seeds, "r-LE PGD-20 8/255")
+    assert not report.masked(seeds, "r-LE A_nat") and not report.masked(seeds, "LE AA 8/255")
+    text = "\n".join(report.diagnostics_text(cells))
     assert "- RHCL (r-LE): seed 1: FLAGGED (unbounded)" in text
     assert "- RoCL (r-LE): passed (seeds 0 1); stronger attacks than PGD-20: seed 0: PGD-200 -0.0, " \
         "x10 restarts +0.0 (100 images); AA -10.0 vs PGD-20; seed 1: PGD-200 -1.0" in text
     assert "- RoCL (LE): passed (seeds 0 1)\n" in text + "\n"  # no strength measured: none said
-    assert campaign._twin_run(rhcl[1], cells) == tmp_path / "rocl-1"
-    rocl = [c for c in cells if c.row.key == "rocl"]
-    assert campaign._twin_run(rocl[0], cells) is None  # RoCL has no twin

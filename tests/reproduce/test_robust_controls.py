@@ -8,10 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import evaluated_controls
 
+from solo_hyper.campaigns.controls import Request
+from solo_hyper.campaigns.runs import RobustProtocol
 from solo_hyper.config import ConfigError
-from solo_hyper.evaluation import controls, robust
-from solo_hyper.reproduce import campaign, robust_runs
+from solo_hyper.evaluation import controls, robust, robust_runs
+from solo_hyper.reproduce import campaign, planning, report
+from solo_hyper.reproduce.cells import Cell, plan
 from solo_hyper.reproduce.tables import TABLES
 from solo_hyper.run.train import initial_model, prepare
 
@@ -48,14 +52,14 @@ def test_a_robust_control_is_evaluated_exactly_as_a_run(tmp_path, monkeypatch):
     torch.save({"state_dict": model.state_dict(), "solo_hyper_config": prep.cfg}, run_dir / "last.ckpt")
 
     as_run = robust_runs.robust_metrics(robust_runs.evaluated_rows(run_dir, CONFIG, TINY_ROBUST, False))
-    as_control = robust_runs.robust_control(prep, controls.UNTRAINED, tmp_path, CONFIG, TINY_ROBUST, [False])
+    request = Request(prep, controls.UNTRAINED, RobustProtocol(CONFIG, tuple(TINY_ROBUST)))
+    (as_control,) = evaluated_controls([request], tmp_path)
     assert Path(as_control["run_dir"]).name.startswith("untrained-fashionmnist-small_cnn-s0-")
     keys = ["LE A_nat", "LE PGD-2 8/255", "r-LE A_nat", "r-LE PGD-2 8/255"]
     assert [as_control[k] for k in keys] == [as_run[k] for k in keys]
 
     monkeypatch.setattr(robust, "robust_eval", lambda *a, **k: pytest.fail("re-evaluated"))
-    again = robust_runs.robust_control(prep, controls.UNTRAINED, tmp_path, CONFIG, TINY_ROBUST, [False])
-    assert again == as_control  # stored, reused
+    assert evaluated_controls([request], tmp_path) == [as_control]  # stored, reused
     other = [*TINY_ROBUST[:-1], "evaluation.diagnostics.enabled=true"]
     assert robust_runs.stored_rows(Path(as_control["run_dir"]), CONFIG, other, False) is None
 
@@ -63,8 +67,9 @@ def test_a_robust_control_is_evaluated_exactly_as_a_run(tmp_path, monkeypatch):
 def test_the_raw_pixels_go_through_every_protocol_of_the_column(tmp_path):
     """The pixel control of HCL Table 3: a linear head on the pixels (LE, r-LE) and the same
     adversarial fine-tuning as RHCL+AT, attacked like any model."""
-    found = robust_runs.robust_control(tiny(tmp_path), controls.PIXELS, tmp_path, CONFIG,
-                                       TINY_ROBUST, [False, True])  # fmt: skip
+    request = Request(tiny(tmp_path), controls.PIXELS, RobustProtocol(CONFIG, tuple(TINY_ROBUST)),
+                      (False, True))  # fmt: skip
+    (found,) = evaluated_controls([request], tmp_path)
     assert Path(found["run_dir"]).name.startswith("pixels-fashionmnist-")
     for protocol in ("LE", "r-LE", "AT"):
         clean, attacked = found[f"{protocol} A_nat"], found[f"{protocol} PGD-2 8/255"]
@@ -76,7 +81,7 @@ def _cell(column, row, seed: int, result: dict, untrained: dict, normalised: boo
     data = {"mean": [0.29] * 3, "std": [0.35] * 3} if normalised else {"mean": [0.0] * 3, "std": [1.0] * 3}
     prep = SimpleNamespace(cfg={"backbone": {"name": "small_cnn"}, "data": data,
                                 "optimizer": {"batch_size": 256}})  # fmt: skip
-    cell = campaign.Cell(column, row, seed, prep=prep)
+    cell = Cell(column, row, seed, prep=prep)
     cell.result, cell.untrained = result, untrained
     return cell
 
@@ -99,15 +104,15 @@ def test_a_robust_table_shows_its_controls_and_each_rows_gain_over_its_own():
                   "AT PGD-20 8/255": 50.0}, at_net, False),
         ]  # fmt: skip
     pixels = {"LE A_nat": 80.0, "LE PGD-20 8/255": 10.0, "AT A_nat": 78.0, "AT PGD-20 8/255": 60.0}
-    metrics = campaign._metrics(spec, cells)
-    lines = campaign._control_rows(cells, metrics, pixels)
+    metrics = report.metric_columns(spec, cells)
+    lines = report.control_rows(cells, metrics, pixels)
     titles = [line.split(" | ")[0] for line in lines]
     assert titles == ["| control: untrained backbone, normalised input",
                       "| control: untrained backbone, un-normalised input", "| control: raw pixels"]
     # RoCL's and RHCL+AT's controls are one network, two protocols: merged, not overwritten
     assert lines[1] == "| control: untrained backbone, un-normalised input | 51.00 ± 1.00 | 20.00 ± 0.00 | 55.00 ± 0.00 | 39.00 ± 1.00 |"
     assert lines[2] == "| control: raw pixels | 80.00 | 10.00 | 78.00 | 60.00 |"
-    text = "\n".join(campaign._gain_text(cells, metrics))
+    text = "\n".join(report.gain_text(cells, metrics))
     assert "| SimCLR | LE A_nat | 3 | +6.00 |" in text
     assert "| RoCL | LE PGD-20 8/255 | 3 | +21.00 |" in text
     assert "| RHCL+AT | AT PGD-20 8/255 | 3 | +11.00 |" in text
@@ -127,30 +132,30 @@ def test_a_control_the_diagnostics_flag_is_marked_and_its_verdict_said():
                     "r-LE masking": "FLAGGED (black-box)" if seed == 1 else "passed"}, False)
              for seed in (0, 1, 2)]  # fmt: skip
     pixels = {"r-LE A_nat": 72.0, "r-LE PGD-20 8/255": 60.0, "r-LE masking": "FLAGGED (unbounded, gradients)"}
-    metrics = campaign._metrics(spec, cells)
-    lines = campaign._control_rows(cells, metrics, pixels)
+    metrics = report.metric_columns(spec, cells)
+    lines = report.control_rows(cells, metrics, pixels)
     assert lines == ["| control: untrained backbone | 60.00 ± 0.00 | 30.00 ± 0.00* |",
                      "| control: raw pixels | 72.00 | 60.00* |"]
-    text = "\n".join(campaign._diagnostics_text(cells, {column.name: pixels}))
+    text = "\n".join(report.diagnostics_text(cells, {column.name: pixels}))
     assert "- RoCL (r-LE): passed (seeds 0 1 2)" in text
     assert "- control: untrained backbone (r-LE): FLAGGED (black-box) (1 of 3 networks)" in text
     assert "- control: raw pixels (r-LE): FLAGGED (unbounded, gradients)\n" in text + "\n"
     clean = {"run_dir": "p", "r-LE A_nat": 72.0, "r-LE PGD-20 8/255": 60.0, "r-LE masking": "passed"}
-    assert campaign._control_rows(cells[:1], metrics, clean)[1] == "| control: raw pixels | 72.00 | 60.00 |"
+    assert report.control_rows(cells[:1], metrics, clean)[1] == "| control: raw pixels | 72.00 | 60.00 |"
 
 
 def test_robust_overrides_are_checked_before_any_run_and_name_their_own_table(tmp_path):
     with pytest.raises(ConfigError, match="unknown robust-eval config key 'evaluation.atacks'"):
-        campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path),
+        plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path),
                       robust_overrides=["evaluation.atacks.aa_8=null"])  # fmt: skip
     with pytest.raises(ConfigError, match="hcl-table1 has no robust evaluation"):
-        campaign.plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path),
+        plan("hcl-table1", "cpu", seeds=[0], out=str(tmp_path),
                       robust_overrides=["evaluation.attacks.aa_8=null"])  # fmt: skip
-    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), rows=["rocl"],
+    cells = plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), rows=["rocl"],
                           robust_overrides=["evaluation.attacks.aa_8=null"])  # fmt: skip
     assert cells[0].robust_overrides == ("evaluation.attacks.aa_8=null",)
-    plain = campaign._file_tag(None, None, None, ())
-    assert campaign._file_tag(None, None, None, (), None, ["evaluation.attacks.aa_8=null"]) != plain
+    plain = campaign.file_tag(None, None, None, ())
+    assert campaign.file_tag(None, None, None, (), None, ["evaluation.attacks.aa_8=null"]) != plain
 
 
 def test_the_dry_run_counts_the_controls_a_campaign_will_evaluate(tmp_path):
@@ -158,12 +163,12 @@ def test_the_dry_run_counts_the_controls_a_campaign_will_evaluate(tmp_path):
     table's controls cost robust-eval each, plus finetune-adv where RHCL+AT uses the network."""
     from solo_hyper.reproduce.tables import CPU_EVAL_S, CPU_FINETUNE_S, CPU_ROBUST_S
 
-    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
+    cells = plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path))
     # normalised (SimCLR, HCL) and un-normalised (the recipes, RoCL, RHCL and RHCL+AT) networks
     expected = 2 * CPU_ROBUST_S + CPU_FINETUNE_S + (CPU_ROBUST_S + CPU_FINETUNE_S)
-    assert campaign.control_estimate(cells, "cpu") == (2, 1, expected)
-    assert "controls: 2 untrained network(s) and 1 raw-pixel input(s)" in campaign.dry_run_text(
+    assert planning.control_estimate(cells, "cpu") == (2, 1, expected)
+    assert "controls: 2 untrained network(s) and 1 raw-pixel input(s)" in planning.dry_run_text(
         "hcl-table3", "cpu", cells, str(tmp_path))
-    assert "controls:" not in campaign.dry_run_text("hcl-table3", "cpu", cells, str(tmp_path), False)
-    linear = campaign.plan("hcl-table1", "cpu", seeds=[0, 1], out=str(tmp_path), columns=["MNIST"])
-    assert campaign.control_estimate(linear, "cpu") == (2, 1, 3 * CPU_EVAL_S)
+    assert "controls:" not in planning.dry_run_text("hcl-table3", "cpu", cells, str(tmp_path), False)
+    linear = plan("hcl-table1", "cpu", seeds=[0, 1], out=str(tmp_path), columns=["MNIST"])
+    assert planning.control_estimate(linear, "cpu") == (2, 1, 3 * CPU_EVAL_S)

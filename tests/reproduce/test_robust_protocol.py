@@ -7,8 +7,8 @@ import pytest
 
 from solo_hyper.config import ConfigError
 from solo_hyper.evaluation.autoattack import AutoAttackSpec
+from solo_hyper.evaluation.robust_runs import robust_config
 from solo_hyper.reproduce import robust_protocol
-from solo_hyper.reproduce.robust_runs import robust_config
 from solo_hyper.reproduce.tables import TABLES
 
 CONFIG = "configs/robust/fashionmnist.yaml"

@@ -239,8 +239,8 @@ def test_ddp_ranks_started_by_the_launcher_work_inside_its_lock(tmp_path, monkey
 
 
 def test_compare_and_sweep_hold_their_output_folder(tmp_path):
-    from solo_hyper.evaluation.compare import compare
-    from solo_hyper.evaluation.sweep import sweep
+    from solo_hyper.campaigns.compare import compare
+    from solo_hyper.campaigns.sweep import sweep
 
     tiny = ["data.train_subset=64", "data.val_subset=32", "limit_train_batches=1"]
     with hold(tmp_path):

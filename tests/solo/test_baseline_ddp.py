@@ -10,15 +10,10 @@ SimCLR loss is measured beside them, to show that the test can tell the differen
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import socket
-import traceback
-
 import pytest
 import torch
-import torch.distributed as dist
 from conftest import tiny_config
+from ddp_ranks import run_ranks
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.run.train import prepare
@@ -86,34 +81,13 @@ def _losses(models: dict, data: dict, rows: slice) -> dict[str, tuple[float, tor
     return out
 
 
-def _worker(rank: int, port: int, queue, models: dict) -> None:
-    try:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-        out = _losses(models, _data(models["simclr"].features_dim), slice(rank * B, rank * B + B))
-        dist.destroy_process_group()
-        # plain lists: tensors would travel as shared memory that dies with this process
-        queue.put((rank, {k: (loss, grad.tolist()) for k, (loss, grad) in out.items()}))
-    except Exception:
-        queue.put((rank, traceback.format_exc()))
+def _rank(rank: int, models: dict) -> dict:
+    out = _losses(models, _data(models["simclr"].features_dim), slice(rank * B, rank * B + B))
+    return {k: (loss, grad.tolist()) for k, (loss, grad) in out.items()}
 
 
 def _run_two_ranks(models: dict) -> dict[int, dict]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("fork")  # the models travel to the ranks by fork
-    queue = ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(r, port, queue, models)) for r in range(WORLD)]
-    for w in workers:
-        w.start()
-    results = dict(queue.get(timeout=120) for _ in workers)
-    for w in workers:
-        w.join(timeout=20)
-    for rank in range(WORLD):
-        assert isinstance(results[rank], dict), results[rank]
-    return results
+    return run_ranks(lambda rank: _rank(rank, models), WORLD)  # the models travel by fork
 
 
 def test_two_rank_baseline_losses_equal_one_process_on_the_whole_batch_and_ours():

@@ -1,10 +1,10 @@
-"""The robust evaluation of a reproduce cell's network, and of its controls, cached.
+"""The robust evaluation of a campaign's run, or of a control, cached in its directory.
 
 A robust row (HCL Table 3) is evaluated by ``robust-eval`` (LE and r-LE heads) or, for a
 fine-tuned row (RHCL+AT), by ``finetune-adv``, with the column's robust config and the campaign's
-``--robust-set`` overrides. What a run directory stores is reused only when it was made with
-exactly that config. Controls go through the very same functions: the network at initialisation
-(seeded as the run) and the raw pixels, each written as a run-like checkpoint by
+``--robust-set`` overrides. What a directory stores is reused only when it was made with exactly
+that config. Controls go through the very same functions: the network at initialisation (seeded
+as the run) and the raw pixels, each written as a run-like checkpoint by
 ``evaluation.controls.write_control`` and evaluated like a run, so a robust row's gain over its
 untrained backbone is the pretraining's.
 """
@@ -12,13 +12,11 @@ untrained backbone is the pretraining's.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from solo_hyper.config.shipped import shipped_config
-from solo_hyper.evaluation.controls import write_control
 from solo_hyper.evaluation.robust import is_attack, load_robust_config
-from solo_hyper.run.train import Prepared
 
 
 def robust_config(config: str, overrides: Sequence[str] = ()) -> dict:
@@ -75,17 +73,4 @@ def robust_metrics(rows: list[dict]) -> dict:
     return out
 
 
-def robust_control(
-    prep: Prepared, kind: str, root: Path, config: str, overrides: Sequence[str],
-    finetunes: Iterable[bool], quiet: bool = True,
-) -> dict:  # fmt: skip
-    """A control (``UNTRAINED`` or ``PIXELS``) of the run ``prep`` through the robust
-    protocols ``finetunes`` names (False: robust-eval, True: finetune-adv), as a run is."""
-    run_dir = write_control(prep, kind, Path(root))
-    found: dict = {}
-    for finetune in dict.fromkeys(finetunes):
-        found.update(robust_metrics(evaluated_rows(run_dir, config, overrides, finetune, quiet)))
-    return {"run_dir": str(run_dir), "control": kind, "seed": int(prep.cfg["seed"]), **found}
-
-
-__all__ = ["evaluated_rows", "robust_config", "robust_control", "robust_metrics", "stored_rows"]
+__all__ = ["evaluated_rows", "robust_config", "robust_metrics", "stored_rows"]

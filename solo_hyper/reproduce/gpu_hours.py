@@ -1,8 +1,9 @@
-"""GPU-hours a campaign would take, estimated before any GPU is at hand: a training step's
-forward and backward FLOPs, counted on the CPU with ``torch.utils.flop_counter`` on a small
-batch of random images (no data set is read) and scaled to the run's batch, times the run's
-steps, divided by a stated GPU's dense rate at a stated utilisation. An estimate, labelled as
-one, until a measured per-step time on the cluster's GPU replaces it.
+"""GPU-hours a campaign would take, estimated before any GPU is at hand (a dry run's planning;
+nothing is launched here): a training step's forward and backward FLOPs, counted on the CPU with
+``torch.utils.flop_counter`` on a small batch of random images (no data set is read) and scaled
+to the run's batch, times the run's steps, divided by a stated GPU's dense rate at a stated
+utilisation. An estimate, labelled as one, until a measured per-step time on the cluster's GPU
+replaces it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Side-by-side comparison: train each config (or reuse its finished run), evaluate every run with
-the same protocol (``protocol.evaluate_run``), write ``results.md``/``results.csv`` and figures.
+the same protocol (``protocol.evaluate_run``) beside its controls, write
+``results.md``/``results.csv`` and figures. Each run and control is a job (``campaigns.runs``,
+``campaigns.controls``) that ``launch`` runs where ``--jobs`` / ``--executor`` say; the tables are
+made of what the jobs stored.
 
 ``python -m solo_hyper compare --configs A.yaml B.yaml --epochs N --out DIR [--set k=v ...]
 [--seeds 0 1 2] [--pairs A:B ...] [--linear-epochs N] [--linear-config FILE] [--no-plots]``
@@ -13,16 +16,18 @@ from __future__ import annotations
 
 import csv
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from solo_hyper.campaigns import controls as control_jobs
+from solo_hyper.campaigns.runs import Protocol, evaluated_row, finished_row, job, planned_dir
 from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES, ensure_dataset
 from solo_hyper.evaluation import plots
+from solo_hyper.evaluation.controls import PIXELS, UNTRAINED
 from solo_hyper.evaluation.features import check_eval_dataset, run_data_config
-from solo_hyper.evaluation.protocol import budget_words, evaluate_run, linear_config
+from solo_hyper.evaluation.protocol import budget_words, linear_config
 from solo_hyper.evaluation.seeds import (
     check_labels,
     paired_rows,
@@ -33,11 +38,12 @@ from solo_hyper.evaluation.seeds import (
     summarize,
     verdict,
 )
+from solo_hyper.launch.dispatch import Launch, Progress, dispatch
+from solo_hyper.launch.jobs import Job
 from solo_hyper.machine import machine_line
-from solo_hyper.run.guards import RunStopped
 from solo_hyper.run.identity import write_json_atomic
 from solo_hyper.run.lock import holding
-from solo_hyper.run.train import Prepared, check_environment, prepare, pretrain
+from solo_hyper.run.train import Prepared, check_environment, prepare
 from solo_hyper.solo import adapter
 
 COLUMNS = [
@@ -182,39 +188,13 @@ def smoke_banner(rows: list[dict]) -> str:
                      "a table of record.\n" for b in smoke) + "\n"
 
 
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def run_name(config_path: str) -> str:
     """'configs/pretrain/fashionmnist/hcl.yaml' -> 'fashionmnist-hcl'."""
     return run_label(config_path)
-
-
-class Phases:
-    """One line on stderr as each run of a multi-run command enters a phase: which run of how
-    many, its config and seed, the phase, and how long the command has been running."""
-
-    def __init__(self, command: str, total: int, log=None) -> None:
-        self.command, self.total, self.start = command, total, time.perf_counter()
-        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-
-    def __call__(self, index: int, label: str, seed, phase: str) -> None:
-        elapsed = int(time.perf_counter() - self.start)
-        clock = f"{elapsed // 60} min {elapsed % 60:02d} s" if elapsed >= 60 else f"{elapsed} s"
-        seed_text = "" if seed is None else f" seed {seed}"
-        self.log(f"[{self.command}] {index}/{self.total} {label}{seed_text}: {phase} "
-                 f"({clock} elapsed)")  # fmt: skip
-
-
-def train_or_reuse(prep: Prepared, quiet: bool = False) -> dict:
-    """A finished run is reused only when its config hash matches (``run.train.plan_run``); a
-    run directory holding another config is left alone and this one trains as
-    ``<name>-<config hash>``. A run that ended before its budget is never a table's row."""
-    result = pretrain(prep, quiet=quiet, on_mismatch="new")
-    if not result.get("finished"):
-        raise RunStopped(
-            f"{result['run_dir']} stopped after {result['global_step']} steps, before its budget "
-            f"(max_epochs={prep.cfg['max_epochs']}, max_steps={prep.cfg.get('max_steps')}); a "
-            "table holds finished runs only: run the same command again to resume it"
-        )
-    return result
 
 
 def check_linear(
@@ -231,28 +211,6 @@ def check_linear(
                       budget)  # fmt: skip
     if eval_dataset is not None:
         ensure_dataset(run_data_config(preps[0].cfg, {"dataset": eval_dataset}) if preps else {})
-
-
-def evaluate_rows(
-    rows: list[dict], linear_epochs=None, linear_config_path=None, disk: bool = False,
-    device: str = "auto", quiet: bool = True, eval_dataset: str | None = None,
-    phases: Phases | None = None, budget: str = "full",
-) -> list[dict]:  # fmt: skip
-    """Adds the protocol's numbers to every pretraining result (``disk``: with the 2-D map for
-    disk.png); ``eval_dataset``: the transfer protocol, ``budget``: the evaluation sets
-    (``protocol.evaluate_run``). Each evaluation phase prints a timed line on stderr, ``quiet``
-    or not (``quiet``: no bars)."""
-    out = []
-    for i, row in enumerate(rows, 1):
-        if phases is not None:
-            phases(i, row_label(row), row.get("seed"), "evaluating")
-        ev = evaluate_run(row["run_dir"], linear_epochs, linear_config_path, disk, device, quiet,
-                          eval_dataset, phase_lines=True, budget=budget)  # fmt: skip
-        delta = ev["knn"]["hierarchy"][ev["relative_delta_space"]]  # what delta_rel measured
-        out.append({**row, **{k: v for k, v in ev.items() if k not in ("knn", "protocol")},
-                    "relative_delta_distance": delta["distance"],
-                    "relative_delta_points": delta["num_points"]})  # fmt: skip
-    return out
 
 
 def curves(rows: list[dict], out: Path):
@@ -292,10 +250,6 @@ def draw(
         manifest["disk.png"] = {"panels": {"disk": list(maps)}}
     write_json_atomic(out / "figures.json", manifest)
     return [f[0] for f in figures.values() if f is not None] + ([disk] if disk else [])
-
-
-# runs prepared runs as parallel jobs, each evaluated with evaluate_run's options (None: not)
-Launcher = Callable[[list[Prepared], "dict | None"], None]
 
 
 @dataclass
@@ -340,40 +294,36 @@ def compare(
     quiet: bool = False, linear_epochs: int | None = None, linear_config_path: str | None = None,
     evaluate: bool = True, plots_enabled: bool = True, device: str = "auto",
     seeds=None, pairs: list[str] | None = None, eval_dataset: str | None = None,
-    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
+    controls: bool = True, eval_budget: str = "full", launch: Launch | None = None,
+    log: Callable[[str], None] = stderr_line,
 ) -> list[dict]:  # fmt: skip
     """Trains every (config, seed) into ``out_dir`` (finished runs are reused), evaluates every
     run with the same protocol (on ``eval_budget``'s sets, ``protocol.EVAL_BUDGETS``), and
     beside them (``controls``) each run's untrained backbone and the raw pixels, and writes the
-    tables (and figures); returns one row per run. ``launch``: trains and evaluates the runs as
-    parallel jobs first (``--jobs``, ``--executor``); the loop below then reuses them, and
-    evaluates the controls in this process."""
+    tables (and figures); returns one row per run. Every run and control is a job, run as
+    ``launch`` says (default: one after another in this process; ``--jobs``, ``--executor``)."""
     out = Path(out_dir)
     todo = plan(configs, out_dir, epochs, overrides, seeds, pairs)
     preps = [prep for _, prep in todo.runs]
     for prep in preps:
         check_environment(prep.cfg)
+    protocol = None
     if evaluate:
         check_linear(preps, linear_epochs, linear_config_path, eval_dataset, eval_budget)
-    if launch is not None:
-        launch(preps, dict(linear_epochs=linear_epochs, linear_config_path=linear_config_path,
-                           disk=plots_enabled, device=device, eval_dataset=eval_dataset,
-                           budget=eval_budget) if evaluate else None)  # fmt: skip
-    rows = []
-    phases = Phases("compare", len(todo.runs))
-    for i, (label, prep) in enumerate(todo.runs, 1):
-        phases(i, label, int(prep.cfg["seed"]), "pretraining")
-        row = train_or_reuse(prep, quiet)
-        rows.append({**row, "config": label, "seed": int(prep.cfg["seed"])})
+        protocol = Protocol(linear_epochs, linear_config_path, plots_enabled, device, eval_dataset,
+                            eval_budget)  # fmt: skip
+    titles = [f"{label} seed {int(prep.cfg['seed'])}" for label, prep in todo.runs]
+    work = run_jobs(preps, protocol, titles)
+    wanted = control_plan(preps, out, protocol) if protocol is not None and controls else None
+    dispatch([*work, *(wanted.jobs if wanted else [])], launch or Launch(), out, log,
+             Progress("compare", quiet))  # fmt: skip
+    rows = [{**finished_row(prep), "config": label, "seed": int(prep.cfg["seed"])}
+            for label, prep in todo.runs]  # fmt: skip
     extra, control_rows = "", []
-    if evaluate:
-        rows = evaluate_rows(rows, linear_epochs, linear_config_path, plots_enabled, device,
-                             eval_dataset=eval_dataset, phases=phases, budget=eval_budget)  # fmt: skip
-        if controls:  # on the evaluated dataset (the target under transfer)
-            extra, control_rows = with_controls(
-                rows, preps, out, linear_epochs, linear_config_path, device, quiet,
-                eval_dataset=eval_dataset, budget=eval_budget,
-            )  # fmt: skip
+    if protocol is not None:
+        rows = [evaluated_row(row, protocol) for row in rows]
+        if wanted is not None:
+            extra, control_rows = with_controls(rows, wanted)
         if plots_enabled:
             draw(rows, out, todo.pairs, control_rows)
     elif plots_enabled:  # the training curves need no evaluation
@@ -387,19 +337,34 @@ def compare(
     return rows
 
 
-def with_controls(
-    rows: list[dict], preps: list[Prepared], out: Path, linear_epochs: int | None,
-    linear_config_path: str | None, device: str, quiet: bool, label=None,
-    eval_dataset: str | None = None, budget: str = "full",
-) -> tuple[str, list[dict]]:  # fmt: skip
-    """Evaluates the controls of ``rows`` (one prepared run each, same order; on
-    ``eval_dataset`` under transfer and on ``budget``'s sets, as the rows were), records each
-    run's untrained numbers in its row; returns the controls' markdown section and their rows
-    for comparison.png (one per distinct control)."""
+def run_jobs(preps: list[Prepared], protocol: Protocol | None, titles: list[str]) -> list[Job]:
+    """The jobs of the runs not yet finished (and, with ``protocol``, evaluated): each trains
+    (or reuses) its run and evaluates it."""
+    jobs = []
+    for prep, title in zip(preps, titles, strict=True):
+        run_dir, finished = planned_dir(prep)
+        if finished and (protocol is None or protocol.stored(run_dir) is not None):
+            continue
+        jobs.append(job(prep, [protocol.step()] if protocol is not None else [], title))
+    return jobs
+
+
+def control_plan(preps: list[Prepared], out: Path, protocol: Protocol) -> control_jobs.Plan:
+    """The controls of the runs ``preps``: each run's untrained backbone and the raw pixels of
+    the first (one for every seed), evaluated as the runs (on the transfer target under
+    transfer, on the protocol's budget; no disk map)."""
+    linear = replace(protocol, disk=False)
+    requests = [control_jobs.Request(p, UNTRAINED, linear) for p in preps]
+    return control_jobs.plan([*requests, control_jobs.Request(preps[0], PIXELS, linear)], out)
+
+
+def with_controls(rows: list[dict], planned: control_jobs.Plan, label=None) -> tuple[str, list[dict]]:
+    """Reads the controls of ``rows`` (``control_plan``'s, one untrained control per row, same
+    order, then the raw pixels), records each run's untrained numbers in its row; returns the
+    controls' markdown section and their rows for comparison.png (one per distinct control)."""
     from solo_hyper.evaluation import controls
 
-    untrained, pixels = controls.controls_for(preps, out, linear_epochs, linear_config_path,
-                                              device, quiet, eval_dataset, budget)  # fmt: skip
+    *untrained, pixels = control_jobs.results(planned)
     for row, control in zip(rows, untrained, strict=True):
         row.update({f"untrained_{k}": control.get(k) for k, _ in controls.GAIN_METRICS})
         row["untrained_run"] = Path(control["run_dir"]).name

@@ -18,23 +18,25 @@ value) and ``DIR/curves.png`` (the per-step training curves of every cell).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from solo_hyper.config import ConfigError, closest
-from solo_hyper.evaluation.compare import (
-    Launcher,
-    Phases,
+from solo_hyper.campaigns.compare import (
     check_linear,
-    evaluate_rows,
+    control_plan,
+    run_jobs,
     run_name,
-    train_or_reuse,
+    stderr_line,
     with_controls,
     write_tables,
 )
+from solo_hyper.campaigns.runs import Protocol, evaluated_row, finished_row
+from solo_hyper.config import ConfigError, closest
 from solo_hyper.evaluation.plots import sweep_plot, training_curves
+from solo_hyper.launch.dispatch import Launch, Progress, dispatch
 from solo_hyper.run.lock import holding
 from solo_hyper.run.train import Prepared, prepare
 from solo_hyper.solo import adapter
@@ -112,35 +114,28 @@ def sweep(
     target: str, configs: list[str], out_dir: str, values: list[str] | None = None,
     epochs: int | None = None, overrides: list[str] = (), quiet: bool = False,
     linear_epochs: int | None = None, linear_config_path: str | None = None, device: str = "auto",
-    controls: bool = True, eval_budget: str = "full", launch: Launcher | None = None,
+    controls: bool = True, eval_budget: str = "full", launch: Launch | None = None,
+    log: Callable[[str], None] = stderr_line,
 ) -> list[dict]:  # fmt: skip
     """Trains (or reuses) and evaluates every (config, value) cell (on ``eval_budget``'s sets,
     ``protocol.EVAL_BUDGETS``), with each cell's untrained backbone and the raw pixels beside
     (``controls``); writes the table and plot. ``launch``: as ``compare``'s."""
     key, cells = plan(target, configs, out_dir, values, epochs, overrides)
     out = Path(out_dir)
-    check_linear([prep for _, _, prep in cells], linear_epochs, linear_config_path, None, eval_budget)
-    if launch is not None:
-        launch([prep for _, _, prep in cells], dict(linear_epochs=linear_epochs, disk=False,
-               linear_config_path=linear_config_path, device=device, budget=eval_budget))  # fmt: skip
-    phases = Phases("sweep", len(cells))
-    trained = []
-    for i, (config, value, prep) in enumerate(cells, 1):
-        phases(i, f"{config} {key}={value}", int(prep.cfg["seed"]), "pretraining")
-        trained.append(train_or_reuse(prep, quiet))
-    labelled = [{**row, "config": f"{config} {key}={value}"}
-                for (config, value, _), row in zip(cells, trained)]  # fmt: skip
-    evaluated = evaluate_rows(labelled, linear_epochs, linear_config_path, False, device,
-                              phases=phases, budget=eval_budget)  # fmt: skip
-    rows = [{**row, "config": config, "value": value}
-            for (config, value, _), row in zip(cells, evaluated)]  # fmt: skip
+    preps = [prep for _, _, prep in cells]
+    check_linear(preps, linear_epochs, linear_config_path, None, eval_budget)
+    protocol = Protocol(linear_epochs, linear_config_path, False, device, None, eval_budget)
+    titles = [f"{config} {key}={value} seed {int(prep.cfg['seed'])}" for config, value, prep in cells]
+    wanted = control_plan(preps, out, protocol) if controls else None
+    dispatch([*run_jobs(preps, protocol, titles), *(wanted.jobs if wanted else [])],
+             launch or Launch(), out, log, Progress("sweep", quiet))  # fmt: skip
+    rows = [{**evaluated_row(finished_row(prep), protocol), "config": config, "value": value}
+            for config, value, prep in cells]  # fmt: skip
     stem = f"sweep-{key.split('.')[-1]}"
     extra = ""
-    if controls:  # each cell's gain is over its own untrained backbone
-        extra, _ = with_controls(rows, [prep for _, _, prep in cells], out, linear_epochs,
-                                 linear_config_path, device, quiet,
-                                 label=lambda r: f"{r['config']} {key.split('.')[-1]}={r['value']}",
-                                 budget=eval_budget)  # fmt: skip
+    if wanted is not None:  # each cell's gain is over its own untrained backbone
+        extra, _ = with_controls(rows, wanted,
+                                 label=lambda r: f"{r['config']} {key.split('.')[-1]}={r['value']}")  # fmt: skip
     write_tables(rows, out, stem, COLUMNS, extra)
     sweep_plot(
         rows, key, [("linear_acc1", "offline linear top-1"), ("knn_top1", "offline kNN top-1"),

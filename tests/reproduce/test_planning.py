@@ -1,7 +1,7 @@
-"""Planning a cluster campaign (issue 49): ``reproduce TABLE --scale gpu --executor slurm
---dry-run`` prints the jobs it would submit, their resources and an estimate of GPU-hours
-labelled as one, on a machine without the table's data (nothing is read, downloaded or
-submitted)."""
+"""Planning a campaign: ``reproduce TABLE --scale gpu --executor slurm --dry-run`` prints the jobs
+it would submit, their resources and an estimate of GPU-hours labelled as one, on a machine
+without the table's data (nothing is read, downloaded or submitted); a robust table's jobs wait
+for the runs they need."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import solo_hyper.data as data
 import solo_hyper.launch.cluster as cluster
-import solo_hyper.launch.estimate as estimate
+import solo_hyper.reproduce.gpu_hours as estimate
 from solo_hyper.cli.main import main
 from solo_hyper.run.train import prepare
 
@@ -75,16 +75,24 @@ def test_the_rate_follows_the_runs_precision(precision, bits):
 def test_a_robust_tables_jobs_wait_for_their_twin_and_their_base_run(tmp_path):
     """HCL Table 3 as jobs: HCL after SimCLR and RHCL after RoCL (their diagnostics attack from
     the Euclidean twin), RHCL+AT, which fine-tunes RHCL's run, after RHCL; each job trains,
-    evaluates and robust-evaluates; planned without data."""
-    from solo_hyper.reproduce import campaign, jobs
+    evaluates and robust-evaluates, and a run is trained by one job only; a cluster submits them
+    in that order, wave by wave. Planned without data."""
+    from solo_hyper.launch.jobs import waves
+    from solo_hyper.reproduce import cells, jobs
 
-    cells = campaign.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), machine=False)
-    planned = {j.name: j for j in jobs.cell_jobs(cells, None, "auto", campaign.done)}
-    assert planned["fashionmnist-hcl-t3-s0"].after == ("fashionmnist-simclr-t3-s0",)
-    assert planned["fashionmnist-rhcl-t3-s0"].after == ("fashionmnist-rocl-t3-s0",)
-    assert set(planned["fashionmnist-rhcl-t3-s0-finetune"].after) == {
+    planned = cells.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), machine=False)
+    todo = jobs.cell_jobs(planned)
+    by_name = {j.name: j for j in todo}
+    assert by_name["fashionmnist-hcl-t3-s0"].after == ("fashionmnist-simclr-t3-s0",)
+    assert by_name["fashionmnist-rhcl-t3-s0"].after == ("fashionmnist-rocl-t3-s0",)
+    assert set(by_name["fashionmnist-rhcl-t3-s0-finetune"].after) == {
         "fashionmnist-rhcl-t3-s0", "fashionmnist-rocl-t3-s0"}
-    assert planned["fashionmnist-rocl-t3-s0"].after == ()
-    assert all(len(j.steps) == 2 for j in planned.values())  # evaluation, robust evaluation
-    fine = planned["fashionmnist-rhcl-t3-s0-finetune"]
-    assert fine.run_dir == planned["fashionmnist-rhcl-t3-s0"].run_dir and fine.steps[1].keywords["finetune"]
+    assert by_name["fashionmnist-rocl-t3-s0"].after == ()
+    assert all(len(j.steps) == 2 for j in todo)  # evaluation, robust evaluation
+    # seven rows, six runs: the fine-tuning's job reuses RHCL's run
+    assert len(todo) == 7 and len({j.run_dir for j in todo}) == 6
+    assert by_name["fashionmnist-rhcl-t3-s0-finetune"].run_dir == by_name["fashionmnist-rhcl-t3-s0"].run_dir
+    names = jobs.job_names(planned)
+    row = {names[id(c)]: c.row.key for c in planned}
+    assert [sorted(row[j.name] for j in wave) for wave in waves(todo)] == [
+        ["hcl-rhcl-recipe", "rocl", "simclr", "simclr-rocl-recipe"], ["hcl", "rhcl"], ["rhcl-at"]]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from solo_hyper.campaigns.compare import COLUMNS
 from solo_hyper.cli.main import main
-from solo_hyper.evaluation.compare import COLUMNS
 from solo_hyper.evaluation.plots import OFFLINE_KNN
 
 pytestmark = pytest.mark.slow
@@ -303,7 +303,7 @@ def test_seeds_and_a_seed_override_conflict(tmp_path, capsys):
 
 
 def test_pairs_resolve_by_stem_in_hyphenated_folders_and_default_pairs_need_one_folder():
-    from solo_hyper.evaluation.compare import plan
+    from solo_hyper.campaigns.compare import plan
     from solo_hyper.evaluation.seeds import resolve_pairs
 
     study = sorted(str(p) for p in Path("configs/ebclr/batch-study").glob("*.yaml"))
