@@ -12,8 +12,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from solo_hyper.campaigns.compare import machine_note, notes
 from solo_hyper.evaluation import tables
+from solo_hyper.evaluation.bootstrap import paired_bootstrap
 from solo_hyper.evaluation.controls import PIXELS, TITLES, UNTRAINED, gain_table, gains
 from solo_hyper.evaluation.robust import MARK, is_attack
 from solo_hyper.evaluation.seeds import verdict
@@ -461,6 +464,34 @@ def _exploratory_verdicts(comparisons: list[_Comparison], intervals: list[Interv
     return out
 
 
+def _outcomes(result: dict, key: str) -> str | None:
+    """A result's per-image outcomes of one accuracy ('r-LE AA 8/255'), or None if not stored."""
+    protocol, _, label = key.partition(" ")
+    return (result.get(f"{protocol} outcomes") or {}).get(label)
+
+
+def _bootstrap_text(group: list[Cell], row: Row, baseline: str, c: _Comparison) -> str:
+    """The paired bootstrap over seeds and images of a primary comparison, or why there is none
+    (a stored evaluation without per-image outcomes: re-running robust-eval fills them)."""
+    by_seed = {key: {x.seed: x.result for x in group if x.row.key == key} for key in (row.key, baseline)}
+    stored = {(key, s): _outcomes(by_seed[key][s], c.key) for key in by_seed for s in c.seeds}
+    missing = sorted({Path(str(by_seed[key][s].get("run_dir", f"{key} seed {s}"))).name
+                      for (key, s), bits in stored.items() if bits is None})  # fmt: skip
+    if missing:
+        return ("image bootstrap: none, the stored robust evaluation of " + ", ".join(missing)
+                + " has no per-image outcomes (re-running robust-eval fills them)")
+    if len({len(bits) for bits in stored.values()}) != 1:
+        return "image bootstrap: none, the runs' outcomes are over different numbers of images"
+    a, b = ([[ch == "1" for ch in stored[(key, s)]] for s in c.seeds] for key in (row.key, baseline))
+    _, low, high = paired_bootstrap(torch.tensor(a), torch.tensor(b), BOOTSTRAP_RESAMPLES)
+    images = len(next(iter(stored.values())))
+    return (f"paired bootstrap over the seeds and the {images} images (resampled together, "
+            f"{BOOTSTRAP_RESAMPLES} resamples, 95% percentile): [{low:+.2f}, {high:+.2f}]")
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
 def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
     return {c.seed: c.result for c in cells if c.column.name == column and c.row.key == row}
 
@@ -550,7 +581,8 @@ def primary_text(group: list[Cell], comparisons: list[_Comparison]) -> list[str]
         ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
         out += [f"Primary claim ({c.name_a} > {c.name_b}, declared in the table's definition): "
                 f"{c.title} (the attack of record), {len(c.a)} seeds: {iv.mean:+.2f}, 95% seed "
-                f"interval {ci}: **{verdict(iv, c.name_a, c.name_b)}**.", ""]  # fmt: skip
+                f"interval {ci}: **{verdict(iv, c.name_a, c.name_b)}**; "
+                f"{_bootstrap_text(group, row, claim.baseline, c)}.", ""]  # fmt: skip
         for beside in claim.primary.beside:
             found = [(x, xv) for x, xv in zip(comparisons, intervals)
                      if x.key == beside and x.name_a == c.name_a and x.name_b == c.name_b]  # fmt: skip

@@ -109,3 +109,34 @@ def test_the_papers_numbers_stand_beside_r_le_labelled_with_their_attack():
     assert "paper" not in cell["LE PGD-20 8/255"] and "paper" not in cell["LE A_nat"]
     assert "paper" not in cell["r-LE AA 8/255"]
     assert "beside it, r-LE PGD-20 8/255 (the paper's attack)" in text
+
+
+def test_the_primary_claim_has_the_image_bootstrap_beside_its_seed_interval():
+    """Per-image outcomes stored by robust-eval: the bootstrap over seeds and images stands
+    beside the seed interval (RHCL right on 10 more of 50 images: +20 points); where a run's
+    stored evaluation has none, the table says so and how to fill it."""
+    from solo_hyper.evaluation.bootstrap import paired_bootstrap
+
+    cells = table3_cells()
+    outcomes = {}
+    for c in cells:
+        right = 25 + (10 if c.row.key == "rhcl" else 0) + c.seed  # per seed, as many as right
+        bits = "1" * right + "0" * (50 - right)
+        c.result["r-LE outcomes"] = {"AA 8/255": bits}
+        outcomes[(c.row.key, c.seed)] = [ch == "1" for ch in bits]
+    text = report.markdown(TABLES["hcl-table3"], "cpu", cells, paper.load())
+    import torch
+
+    _, low, high = paired_bootstrap(*(torch.tensor([outcomes[(k, s)] for s in range(5)])
+                                      for k in ("rhcl", "rocl")), report.BOOTSTRAP_RESAMPLES)
+    claim = next(x for x in text.splitlines() if x.startswith("Primary claim"))
+    assert "95% seed interval [+2.53, +3.47]" in claim
+    assert f"paired bootstrap over the seeds and the 50 images (resampled together, 2000 " \
+        f"resamples, 95% percentile): [{low:+.2f}, {high:+.2f}]" in claim  # fmt: skip
+    assert low < 20.0 < high
+
+    del cells[3].result["r-LE outcomes"]  # RoCL seed 3: evaluated before outcomes were stored
+    text = report.markdown(TABLES["hcl-table3"], "cpu", cells, paper.load())
+    claim = next(x for x in text.splitlines() if x.startswith("Primary claim"))
+    assert "image bootstrap: none, the stored robust evaluation of rocl-3 has no per-image " \
+        "outcomes (re-running robust-eval fills them)" in claim  # fmt: skip
