@@ -177,11 +177,12 @@ def _reproduce(args: argparse.Namespace) -> None:
                                   launch=launch, **extra)  # fmt: skip
         print(path.read_text())
     if args.dry_run:
+        from solo_hyper.evaluation.seeds import parse_seeds
         from solo_hyper.reproduce import robust_protocol
 
         if args.scale == "cpu" and args.table in robust_protocol.PARTS:
-            seeds = len(args.seeds) if args.seeds else len(cells.DEFAULT_SEEDS)
-            print(robust_protocol.estimate_text(args.table, seeds, args.robust_part))
+            given = parse_seeds(args.seeds) if args.seeds else None
+            print(robust_protocol.estimate_text(args.table, given, args.robust_part))
 
 
 def _robust_part_jobs(args: argparse.Namespace) -> list[tuple[list[str], list[str], bool]]:
@@ -433,7 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="the tables, their claims and budgets")
     p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu",
                    help="cpu: Fashion-MNIST and MNIST, small CNN; gpu: the paper's recipe")  # fmt: skip
-    p.add_argument("--seeds", nargs="+", default=None, metavar="SEED", help="default: 0 1 2")
+    p.add_argument("--seeds", nargs="+", default=None, metavar="SEED",
+                   help="every row's seeds (default: each row's own from the table's definition, "
+                   "else 0 1 2; HCL Table 3 at CPU scale: RoCL and RHCL 0-4)")  # fmt: skip
     p.add_argument("--epochs", type=int, default=None, help="every run's max_epochs")
     p.add_argument("--out", default="results/reproduce", help="runs in OUT/runs, tables in OUT")
     p.add_argument("--set", dest="overrides", nargs="*", default=[], help="overrides for every run")

@@ -282,23 +282,29 @@ def robust_accuracy(
     seed: int = 0,
     messages: list[str] | None = None,
     counts: dict[str, int] | None = None,
+    outcomes: dict[str, list[bool]] | None = None,
 ) -> dict[str, float]:
     """Top-1 accuracy in percent on clean images ("A_nat") and under each attack.
 
     Every attack starts from the clean batch (not from another attack's output); PGD's random
     starts are drawn from a generator seeded with ``seed`` and AutoAttack runs with ``seed``, so
     the numbers are reproducible. An AutoAttack entry with ``images`` attacks only the first that
-    many images (its accuracy is over those); ``counts`` receives each accuracy's image count.
-    AutoAttack's warnings are appended to ``messages``.
+    many images (its accuracy is over those); ``counts`` receives each accuracy's image count and
+    ``outcomes`` each accuracy's per-image correctness, in the order the batches give the images
+    (a paired bootstrap over images resamples them). AutoAttack's warnings are appended to
+    ``messages``.
     """
     model.to(device).eval()
     generator = torch.Generator(device=device).manual_seed(seed)
     correct = {"A_nat": 0, **{name: 0 for name in attacks}}
     seen = dict.fromkeys(correct, 0)
+    hits: dict[str, list[bool]] = {name: [] for name in correct}
     for x, y in batches():
         x, y = x.to(device), y.to(device)
         with torch.no_grad():
-            correct["A_nat"] += int((model(x).argmax(1) == y).sum())
+            right = model(x).argmax(1) == y
+        correct["A_nat"] += int(right.sum())
+        hits["A_nat"] += right.tolist()
         seen["A_nat"] += len(y)
         for name, spec in attacks.items():
             if isinstance(spec, PGDSpec):
@@ -311,10 +317,14 @@ def robust_accuracy(
                     continue
                 x_adv = spec.perturb(model, xs, ys, seed, messages)
             with torch.no_grad():
-                correct[name] += int((model(x_adv).argmax(1) == ys).sum())
+                right = model(x_adv).argmax(1) == ys
+            correct[name] += int(right.sum())
+            hits[name] += right.tolist()
             seen[name] += len(ys)
     if seen["A_nat"] == 0:
         raise ValueError("robust_accuracy: the evaluation batches are empty")
     if counts is not None:
         counts.update(seen)
+    if outcomes is not None:
+        outcomes.update(hits)
     return {name: 100.0 * c / seen[name] for name, c in correct.items()}

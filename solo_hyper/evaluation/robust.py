@@ -330,13 +330,15 @@ def _attacked(
             attacks = {} if spec is None else {label: spec}
             messages: list[str] = []
             counts: dict[str, int] = {}
+            hits: dict[str, list[bool]] = {}
             with attacked_at_inference_speed(classifier.to(device).eval(), device):
                 accuracy = robust_accuracy(classifier, run.val, attacks, device, seed, messages,
-                                           counts)  # fmt: skip
-            return {"accuracy": accuracy, "images": counts, "messages": messages}
+                                           counts, hits)  # fmt: skip
+            return {"accuracy": accuracy, "images": counts, "messages": messages,
+                    "outcomes": {k: bits(v) for k, v in hits.items()}}  # fmt: skip
 
         parts = {**model, "attack": None if spec is None else describe(spec)}
-        return cache.json("attack", parts, compute)
+        return cache.json("attack", parts, compute, required=("outcomes",))
 
     # AutoAttack's columns first where it ran (the robust number), PGD's beside them
     ordered = sorted(rcfg["attacks"].items(), key=lambda item: not isinstance(item[1], AutoAttackSpec))
@@ -344,16 +346,27 @@ def _attacked(
     clean = next(iter(entries.values()), None) or measured("A_nat", None)
     accuracy = {"A_nat": clean["accuracy"]["A_nat"]}
     counts = {"A_nat": clean["images"]["A_nat"]}
+    outcomes = {"A_nat": clean["outcomes"]["A_nat"]}
     messages: list[str] = []
     for label, entry in entries.items():
         accuracy[label], counts[label] = entry["accuracy"][label], entry["images"][label]
+        outcomes[label] = entry["outcomes"][label]
         messages += [m for m in entry["messages"] if m not in messages]
     for text in messages:
         log(f"AutoAttack warning: {text}")
     if any(isinstance(spec, AutoAttackSpec) for spec in rcfg["attacks"].values()):
         accuracy["autoattack_warnings"] = messages
     accuracy["images"] = counts  # how many evaluation images each accuracy is over
+    # which images each accuracy got right: character i is the i-th image of the fixed
+    # class-stratified evaluation set ('1' correct), the same images for every model evaluated
+    # with this config, so two models' outcomes pair image by image
+    accuracy["outcomes"] = outcomes
     return accuracy
+
+
+def bits(correct: list[bool]) -> str:
+    """Per-image outcomes as a string: '1' where the image was classified correctly."""
+    return "".join("1" if c else "0" for c in correct)
 
 
 def _diagnosed(

@@ -37,11 +37,16 @@ class EvaluationCache:
         text = json.dumps({**self.identity, **parts}, sort_keys=True, default=str)
         return self.folder / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}{suffix}"
 
-    def json(self, kind: str, parts: dict, compute: Callable[[], dict]) -> dict:
-        """The stored entry, or ``compute()``'s, stored before it is returned."""
+    def json(
+        self, kind: str, parts: dict, compute: Callable[[], dict], required: tuple[str, ...] = ()
+    ) -> dict:
+        """The stored entry, or ``compute()``'s, stored before it is returned; a stored entry
+        without every ``required`` key (made before the key existed) is computed again."""
         path = self.path(kind, parts, ".json")
         if path.is_file():
-            return json.loads(path.read_text())
+            stored = json.loads(path.read_text())
+            if all(key in stored for key in required):
+                return stored
         value = compute()
         write_json_atomic(path, value)
         return value

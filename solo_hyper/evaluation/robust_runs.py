@@ -70,6 +70,8 @@ def robust_metrics(rows: list[dict]) -> dict:
                 out[f"{r['protocol']} {note}"] = r[note]
         if "images" in r:  # how many test images each accuracy is over (the legend says)
             out["robust_images"] = r["images"]
+        if "outcomes" in r:  # per-image outcomes of each accuracy (the images' bootstrap)
+            out[f"{r['protocol']} outcomes"] = r["outcomes"]
     return out
 
 

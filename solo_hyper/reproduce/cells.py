@@ -179,7 +179,7 @@ def plan(
     spec = table(name)
     if scale not in SCALES:
         raise ConfigError(f"--scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    seed_list = parse_seeds(seeds if seeds is not None else DEFAULT_SEEDS)
+    given = parse_seeds(seeds) if seeds is not None else None
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
         raise ConfigError(f"--epochs must be an integer >= 1, got {epochs!r}")
     if any(str(o).split("=", 1)[0] == "seed" for o in overrides):
@@ -203,9 +203,10 @@ def plan(
     cells = []
     for column in chosen:
         extra_data = _data_overrides(column, data_root, machine)
-        for seed, row in ((s, r) for s in seed_list for r in column.rows):
+        seed_list = list(dict.fromkeys(s for r in column.rows for s in row_seeds(r, given)))
+        for seed, row in ((s, r) for s in sorted(seed_list) for r in column.rows):
             # seed by seed: a campaign stopped early has whole seeds of every row, not some rows
-            if rows is not None and row.key not in rows:
+            if (rows is not None and row.key not in rows) or seed not in row_seeds(row, given):
                 continue
             config = shipped_config(row.config)
             if not config.is_file():
@@ -230,6 +231,15 @@ def plan(
         cell.status, cell.run_dir = planned.status, planned.run_dir
         cell.estimate_s = estimate(cell, scale)
     return cells
+
+
+def row_seeds(row: Row, given: list[int] | None = None) -> list[int]:
+    """The seeds a row trains: ``given`` (--seeds) when set, else the row's own count from the
+    table's definition (``Row.seeds``: RoCL and RHCL five, the primary claim's pair), else
+    DEFAULT_SEEDS."""
+    if given is not None:
+        return list(given)
+    return list(range(row.seeds)) if row.seeds else list(DEFAULT_SEEDS)
 
 
 def check_evaluations(cells: list[Cell]) -> None:
@@ -271,5 +281,5 @@ def _check_pairs(spec: Table, scale: str, cells: list[Cell]) -> None:
         )
 
 
-__all__ = ["DEFAULT_SEEDS", "SCALES", "Cell", "check_evaluations", "done", "estimate", "linear_config_of", "listing", "plan",
+__all__ = ["DEFAULT_SEEDS", "SCALES", "Cell", "check_evaluations", "done", "estimate", "linear_config_of", "listing", "plan", "row_seeds",
            "protocol", "robust_protocol", "table"]  # fmt: skip

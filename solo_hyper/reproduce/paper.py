@@ -30,6 +30,7 @@ class PaperNumber:
     metric: str | None  # None: the table's metric; 'A_nat' | 'PGD' for the robust table
     value: float | None
     setting: dict[str, Any] = field(default_factory=dict)  # config key -> value (list: one of)
+    label: str = ""  # how the paper measured it, printed beside it: 'white-box PGD'
 
 
 def load(path: Path = PAPER_NUMBERS) -> dict[str, dict]:
@@ -38,9 +39,11 @@ def load(path: Path = PAPER_NUMBERS) -> dict[str, dict]:
     out = {}
     for name, entry in raw.items():
         cells = {}
+        labels = entry.get("labels") or {}
         for c in entry["cells"]:
             number = PaperNumber(name, entry["short"], c["row"], c["column"], c.get("metric"),
-                                 c["value"], dict(c.get("setting", {})))  # fmt: skip
+                                 c["value"], dict(c.get("setting", {})),
+                                 labels.get(c.get("metric"), ""))  # fmt: skip
             cells[(number.row, number.column, number.metric)] = number
         out[name] = {**entry, "cells": cells}
     return out
@@ -101,13 +104,15 @@ def resolve(
 
 def beside(own: PaperNumber | None, shown: PaperNumber | None) -> str:
     """The text after a measured cell: ' (paper 87.19)', ' (paper 87.19, its Table 4)' for a
-    number from another table, ' (paper -)' where the paper has none at the run's setting."""
+    number from another table, ' (paper 26.57, white-box PGD)' for a number the paper measured
+    with an attack of its own, ' (paper -)' where the paper has none at the run's setting."""
     if own is None:
         return ""
     if shown is None or shown.value is None:
         return " (paper -)"
     where = "" if shown is own else f", its {shown.short}"
-    return f" (paper {shown.value:g}{where})"
+    label = f", {shown.label}" if shown.label else ""
+    return f" (paper {shown.value:g}{label}{where})"
 
 
 def setting_note(title: str, own: PaperNumber, shown: PaperNumber | None, cfg: dict) -> str:

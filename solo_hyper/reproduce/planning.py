@@ -30,7 +30,7 @@ def duration(seconds: float | None) -> str:
 def dry_run_text(name: str, scale: str, cells: list[Cell], out: str, controls: bool = True) -> str:
     """Every run with its status and estimated time, how many are done, the time left, and
     (``controls``) what the controls will cost."""
-    lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs"]
+    lines = [f"{name} --scale {scale}: {len(cells)} runs into {out}/runs", seeds_text(cells)]
     for c in cells:
         lines.append(f"  [{c.status:>8}] {c.run_dir.name:<48} {c.row.title} ({c.column.name}),"
                      f" est. {duration(c.estimate_s)}")  # fmt: skip
@@ -44,6 +44,17 @@ def dry_run_text(name: str, scale: str, cells: list[Cell], out: str, controls: b
                      f"each evaluated once and cached: est. at most {duration(seconds)} more "
                      "(--no-controls leaves them out)")  # fmt: skip
     return "\n".join(lines)
+
+
+def seeds_text(cells: list[Cell]) -> str:
+    """'seeds 0 1 2: SimCLR / HCL; seeds 0 1 2 3 4: RoCL / RHCL' (rows with the same seeds
+    together)."""
+    by_seeds: dict[tuple[int, ...], list[str]] = {}
+    for row in dict.fromkeys(c.row for c in cells):
+        seeds = tuple(sorted({c.seed for c in cells if c.row is row}))
+        by_seeds.setdefault(seeds, []).append(row.title)
+    return "; ".join(f"seeds {' '.join(map(str, seeds))}: {' / '.join(titles)}"
+                     for seeds, titles in by_seeds.items())  # fmt: skip
 
 
 def control_cost(robust: bool, protocols: set[bool]) -> float:

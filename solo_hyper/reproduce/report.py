@@ -12,8 +12,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from solo_hyper.campaigns.compare import machine_note, notes
 from solo_hyper.evaluation import tables
+from solo_hyper.evaluation.bootstrap import paired_bootstrap
 from solo_hyper.evaluation.controls import PIXELS, TITLES, UNTRAINED, gain_table, gains
 from solo_hyper.evaluation.robust import MARK, is_attack
 from solo_hyper.evaluation.seeds import verdict
@@ -103,11 +106,16 @@ def metric_columns(spec: Table, cells: list[Cell]) -> list[tuple[str, str, str |
     out = []
     for k in keys:
         protocol, metric = k.split(" ", 1)
-        paper = None if protocol in ("LE", "AT") else "-"
+        # the paper's numbers are its robust linear evaluation's (section 4.2: "linear evaluation
+        # with adversarial examples", r-LE) and, for RHCL+AT, the fine-tuned model's; never LE's
+        paper = None if protocol in PAPER_HEADS else "-"
         if paper is None:
             paper = "A_nat" if metric == "A_nat" else ("PGD" if k == _first_attack(keys, protocol) else "-")
         out.append((k, k, paper))
     return out
+
+
+PAPER_HEADS = ("r-LE", "AT")  # the heads HCL Table 3's numbers were measured with
 
 
 def _first_attack(keys: list[str], protocol: str) -> str | None:
@@ -356,11 +364,23 @@ class _Comparison:
     paper_a: float | None = None
     paper_b: float | None = None
     family: str = ""  # one claim over several pairs: Holm-adjusted together
+    role: str = ""  # 'primary': a claim's metric of record; 'exploratory': the rest of its pair
+    key: str = ""  # the result key (A's)
+    seeds: tuple[int, ...] = ()  # the seeds both measured, in the order of ``a`` and ``b``
+
+    @property
+    def holm_group(self) -> tuple[str, str]:
+        """The comparisons adjusted together: a claim's pairs on one metric, or one pair's
+        exploratory metrics all together."""
+        return (self.family, "" if self.role == EXPLORATORY else self.title)
+
+
+PRIMARY, EXPLORATORY = "primary", "exploratory"
 
 
 def _comparison(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: str, title: str,
                 paper_a: float | None = None, paper_b: float | None = None,
-                family: str = "") -> _Comparison | None:
+                family: str = "", role: str = "") -> _Comparison | None:
     """A's ``key_a`` against B's ``key_b`` over the seeds both measured (``a`` and ``b`` map
     seed -> result), or None when no seed has both."""
     seeds = [s for s in a if s in b and isinstance(a[s].get(key_a), (int, float))
@@ -368,16 +388,18 @@ def _comparison(a: dict, b: dict, key_a: str, key_b: str, name_a: str, name_b: s
     if not seeds:
         return None
     return _Comparison(name_a, name_b, title, [float(a[s][key_a]) for s in seeds],
-                       [float(b[s][key_b]) for s in seeds], paper_a, paper_b, family)  # fmt: skip
+                       [float(b[s][key_b]) for s in seeds], paper_a, paper_b, family, role, key_a,
+                       tuple(seeds))  # fmt: skip
 
 
 def _intervals(comparisons: list[_Comparison]) -> list[Interval]:
-    """Each comparison's interval: 95% alone, Holm-adjusted within its family and metric."""
+    """Each comparison's interval: 95% alone, Holm-adjusted within its family (a claim's pairs on
+    one metric; a pair's exploratory metrics together)."""
     out: list[Interval | None] = [None] * len(comparisons)
     families: dict[tuple[str, str], list[int]] = {}
     for i, c in enumerate(comparisons):
         if c.family:
-            families.setdefault((c.family, c.title), []).append(i)
+            families.setdefault(c.holm_group, []).append(i)
         else:
             out[i] = paired_interval(c.a, c.b)
     for members in families.values():
@@ -392,7 +414,10 @@ def _lines(comparisons: list[_Comparison]) -> list[str]:
     for c, iv in zip(comparisons, intervals):
         ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
         if c.family:
-            ci += f" Holm {sum(x.family == c.family and x.title == c.title for x in comparisons)}"
+            ci += f" Holm {sum(x.holm_group == c.holm_group for x in comparisons)}"
+            ci += f" {EXPLORATORY}" if c.role == EXPLORATORY else ""
+        elif c.role == PRIMARY:
+            ci += " primary"
         gap = "-" if c.paper_a is None or c.paper_b is None else f"{c.paper_a - c.paper_b:+.2f}"
         lines.append(f"| {c.name_a} - {c.name_b} | {c.title} | {len(c.a)} | {iv.mean:+.2f} | {ci} | "
                      f"{verdict(iv, c.name_a, c.name_b)} | {gap} |")  # fmt: skip
@@ -403,9 +428,11 @@ def _family_verdicts(comparisons: list[_Comparison]) -> list[str]:
     """'claim (metric): holds against every pair' only when every Holm-adjusted interval of the
     claim's pairs excludes 0 with A ahead; else which pairs are within noise or reversed."""
     intervals, out = _intervals(comparisons), []
-    keys = dict.fromkeys((c.family, c.title) for c in comparisons if c.family)
+    out += _exploratory_verdicts(comparisons, intervals)
+    keys = dict.fromkeys((c.family, c.title) for c in comparisons if c.family and c.role != EXPLORATORY)
     for family, title in keys:
-        members = [(c, iv) for c, iv in zip(comparisons, intervals) if (c.family, c.title) == (family, title)]
+        members = [(c, iv) for c, iv in zip(comparisons, intervals)
+                   if (c.family, c.title) == (family, title) and c.role != EXPLORATORY]  # fmt: skip
         if any(iv.within_noise is None for _, iv in members):
             out.append(f"- {family} ({title}): needs >= 2 seeds in every pair.")
             continue
@@ -422,6 +449,49 @@ def _family_verdicts(comparisons: list[_Comparison]) -> list[str]:
     return out
 
 
+def _exploratory_verdicts(comparisons: list[_Comparison], intervals: list[Interval]) -> list[str]:
+    """One line per exploratory family: each metric's verdict from its Holm-adjusted interval."""
+    out = []
+    for family in dict.fromkeys(c.family for c in comparisons if c.role == EXPLORATORY):
+        members = [(c, iv) for c, iv in zip(comparisons, intervals)
+                   if c.role == EXPLORATORY and c.family == family]  # fmt: skip
+        if any(iv.within_noise is None for _, iv in members):
+            out.append(f"- {family} (exploratory): needs >= 2 seeds in every comparison.")
+            continue
+        said = "; ".join(f"{c.title}: {verdict(iv, c.name_a, c.name_b)}" for c, iv in members)
+        out.append(f"- {family} (exploratory, Holm-adjusted over {len(members)} comparisons): "
+                   f"{said}.")  # fmt: skip
+    return out
+
+
+def _outcomes(result: dict, key: str) -> str | None:
+    """A result's per-image outcomes of one accuracy ('r-LE AA 8/255'), or None if not stored."""
+    protocol, _, label = key.partition(" ")
+    return (result.get(f"{protocol} outcomes") or {}).get(label)
+
+
+def _bootstrap_text(group: list[Cell], row: Row, baseline: str, c: _Comparison) -> str:
+    """The paired bootstrap over seeds and images of a primary comparison, or why there is none
+    (a stored evaluation without per-image outcomes: re-running robust-eval fills them)."""
+    by_seed = {key: {x.seed: x.result for x in group if x.row.key == key} for key in (row.key, baseline)}
+    stored = {(key, s): _outcomes(by_seed[key][s], c.key) for key in by_seed for s in c.seeds}
+    missing = sorted({Path(str(by_seed[key][s].get("run_dir", f"{key} seed {s}"))).name
+                      for (key, s), bits in stored.items() if bits is None})  # fmt: skip
+    if missing:
+        return ("image bootstrap: none, the stored robust evaluation of " + ", ".join(missing)
+                + " has no per-image outcomes (re-running robust-eval fills them)")
+    if len({len(bits) for bits in stored.values()}) != 1:
+        return "image bootstrap: none, the runs' outcomes are over different numbers of images"
+    a, b = ([[ch == "1" for ch in stored[(key, s)]] for s in c.seeds] for key in (row.key, baseline))
+    _, low, high = paired_bootstrap(torch.tensor(a), torch.tensor(b), BOOTSTRAP_RESAMPLES)
+    images = len(next(iter(stored.values())))
+    return (f"paired bootstrap over the seeds and the {images} images (resampled together, "
+            f"{BOOTSTRAP_RESAMPLES} resamples, 95% percentile): [{low:+.2f}, {high:+.2f}]")
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
 def _results(cells: list[Cell], column: str, row: str) -> dict[int, dict]:
     return {c.seed: c.result for c in cells if c.column.name == column and c.row.key == row}
 
@@ -431,7 +501,9 @@ PAIR_RULE = "|---|---|---|---|---|---|---|"
 HOLM_NOTE = ("'Holm m': the interval is Holm-adjusted over the m pairs of one claim (family-wise "
              "95%: the pair with the k-th smallest p-value at 1 - 0.05/(m - k + 1), stepping down "
              "as Holm's procedure), so it excludes 0 exactly when Holm rejects; a claim over "
-             "several pairs holds only when every one of them does.")  # fmt: skip
+             "several pairs holds only when every one of them does. 'Holm m exploratory': "
+             "adjusted over the m metrics of a pair whose claim has a primary metric (its "
+             "secondary comparisons, one family).")  # fmt: skip
 
 
 def _table(intro: str, comparisons: list[_Comparison]) -> list[str]:
@@ -480,13 +552,50 @@ def pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) ->
                 continue
             b = {c.seed: c.result for c in group if c.row is base}
             for key, metric, _ in metrics:
+                family, role = claim.family, ""
+                if claim.primary is not None:
+                    role = PRIMARY if key == claim.primary.of_record else EXPLORATORY
+                    family = "" if role == PRIMARY else claim.primary.exploratory
                 for base_key, title in _compared_keys(row, key, metric):
                     comparisons.append(_comparison(
                         a, b, key, base_key, row.title, base.title, title,
                         values.get((column, row.key, key)), values.get((column, base.key, base_key)),
-                        claim.family))  # fmt: skip
-    return _table("Paired differences over the seeds both ran (95% Student-t interval; 'within "
-                  "noise' when it holds 0):", [c for c in comparisons if c is not None])  # fmt: skip
+                        family, role))  # fmt: skip
+    comparisons = [c for c in comparisons if c is not None]
+    return [*primary_text(group, comparisons), *_table(
+        "Paired differences over the seeds both ran (95% Student-t interval; 'within noise' when "
+        "it holds 0):", comparisons)]  # fmt: skip
+
+
+def primary_text(group: list[Cell], comparisons: list[_Comparison]) -> list[str]:
+    """The column's primary claims: each pair's metric of record with its seed interval and the
+    image bootstrap, the paper's attack beside it (its interval from the exploratory family) and
+    the paper's own difference labelled with its attack and head."""
+    intervals = _intervals(comparisons)
+    out = []
+    for c, iv in zip(comparisons, intervals):
+        if c.role != PRIMARY:
+            continue
+        row = next(x.row for x in group if x.row.title == c.name_a)
+        claim = next(k for k in row.claims if k.primary is not None)
+        ci = "-" if iv.low is None else f"[{iv.low:+.2f}, {iv.high:+.2f}]"
+        out += [f"Primary claim ({c.name_a} > {c.name_b}, declared in the table's definition): "
+                f"{c.title} (the attack of record), {len(c.a)} seeds: {iv.mean:+.2f}, 95% seed "
+                f"interval {ci}: **{verdict(iv, c.name_a, c.name_b)}**; "
+                f"{_bootstrap_text(group, row, claim.baseline, c)}.", ""]  # fmt: skip
+        for beside in claim.primary.beside:
+            found = [(x, xv) for x, xv in zip(comparisons, intervals)
+                     if x.key == beside and x.name_a == c.name_a and x.name_b == c.name_b]  # fmt: skip
+            for x, xv in found:
+                xci = "-" if xv.low is None else f"[{xv.low:+.2f}, {xv.high:+.2f}]"
+                paper_gap = ("" if x.paper_a is None or x.paper_b is None else
+                             f"; the paper's {x.paper_a - x.paper_b:+.2f} is this attack and head")
+                out += [f"- beside it, {x.title} (the paper's attack): {xv.mean:+.2f}, {xci} "
+                        f"(Holm-adjusted with the exploratory family): "
+                        f"{verdict(xv, x.name_a, x.name_b)}{paper_gap}.", ""]  # fmt: skip
+        out += [f"Every other {c.name_a} - {c.name_b} comparison is exploratory: one family, "
+                "Holm-adjusted together, its verdicts from the adjusted intervals.", ""]
+    return out
 
 
 def _best_text(spec: Table, group: list[Cell], metrics, values: PaperValues) -> list[str]:
@@ -531,4 +640,4 @@ def _best_text(spec: Table, group: list[Cell], metrics, values: PaperValues) -> 
 
 
 __all__ = ["across_text", "budget", "control_rows", "diagnostics_text", "gain_text", "markdown", "masked",
-           "metric_columns", "pairs_text", "write_tables"]  # fmt: skip
+           "metric_columns", "pairs_text", "primary_text", "write_tables"]  # fmt: skip

@@ -5,13 +5,16 @@ resists it, so at CPU scale it runs where the claim is decided and a cheaper, st
 attack everywhere else, all on one fixed class-stratified subset of test images
 (``evaluation.images``: every model attacked on the same images, so the differences pair):
 
-- a: AutoAttack's standard version at the paper's radius 8/255 for RoCL and RHCL (LE and r-LE)
-  and for SimCLR and HCL (LE);
+- a: AutoAttack's standard version at the paper's radius 8/255 for RoCL and RHCL (LE and r-LE),
+  for SimCLR and HCL (LE) and for RHCL+AT (AT), the diagnostics at 8/255;
 - b: APGD-CE + APGD-T (the standard version's first two stages, exactly as it configures them)
   at 8/255 for every row, head and control (the rows of part a too, so that every pair of the
-  table, the clean pairs included, has one attack in common beyond PGD), and at 0.1 (the
-  Fashion-MNIST literature's radius) for RoCL and RHCL;
-- c: APGD-CE + APGD-T at 16/255 for RoCL and RHCL, as the budget allows.
+  table, the clean pairs included, has one attack in common beyond PGD); the standard version at
+  0.1 (the Fashion-MNIST literature's radius) for RoCL and RHCL, every diagnostic at 0.1;
+- c: the standard version at 16/255 for RoCL and RHCL, every diagnostic at 16/255.
+
+Every radius that carries a verdict of RHCL - RoCL is thus attacked by the full standard
+AutoAttack and checked by every gradient-masking diagnostic at that radius.
 
 Each part is one or more ``reproduce`` jobs (rows and ``--robust-set`` overrides); every
 evaluation is cached per model and attack (``evaluation/robust_cache.py``), so a part stopped
@@ -39,10 +42,17 @@ def _autoattack(name: str, eps: str, stages: bool) -> str:
 
 
 AA_8 = _autoattack("aa_8", "8/255", stages=False)
+AA_01 = _autoattack("aa_01", "0.1", stages=False)
+AA_16 = _autoattack("aa_16", "16/255", stages=False)
 APGD_8 = _autoattack("apgd_8", "8/255", stages=True)
-APGD_01 = _autoattack("apgd_01", "0.1", stages=True)
-APGD_16 = _autoattack("apgd_16", "16/255", stages=True)
 LE_ONLY = "linear.robust=false"
+PRIMARY_PAIR = ("rocl", "rhcl")
+
+
+def _diagnosed_at(eps: str) -> str:
+    """Every gradient-masking diagnostic (black-box, unbounded, monotone, transfer, gradients,
+    strength) at this radius."""
+    return f"evaluation.diagnostics.eps={eps}"
 
 # CPU seconds per image and model, one torch thread, the fast attacked model: the standard
 # version at 2 s (1-3 s measured on main-job runs), the others by the ratios of
@@ -79,18 +89,21 @@ class Part:
 
 PARTS: dict[str, tuple[Part, ...]] = {
     "hcl-table3": (
-        Part("a", "AutoAttack (standard) at 8/255: RoCL and RHCL (LE, r-LE), SimCLR and HCL (LE)", (
-            Job(("rocl", "rhcl"), (*COMMON, AA_8), attack="AA"),
+        Part("a", "AutoAttack (standard) at 8/255: RoCL and RHCL (LE, r-LE), SimCLR and HCL (LE), "
+             "RHCL+AT (AT)", (
+            Job(PRIMARY_PAIR, (*COMMON, AA_8), attack="AA"),
             Job(("simclr", "hcl"), (*COMMON, AA_8, LE_ONLY), attack="AA"),
+            Job(("rhcl-at",), (*COMMON, AA_8), attack="AA"),
         )),
         Part("b", "APGD-CE + APGD-T at 8/255 for every row, head and control (every pair then has "
-             "one attack in common); at 0.1 for RoCL and RHCL", (
+             "one attack in common); AutoAttack (standard) and every diagnostic at 0.1 for RoCL "
+             "and RHCL", (
             Job(("simclr", "hcl", "simclr-rocl-recipe", "hcl-rhcl-recipe", "rocl", "rhcl", "rhcl-at"),
                 (*COMMON, NO_AA_8, APGD_8), controls=True),
-            Job(("rocl", "rhcl"), (*COMMON, NO_AA_8, APGD_01)),
+            Job(PRIMARY_PAIR, (*COMMON, NO_AA_8, AA_01, _diagnosed_at("0.1")), attack="AA"),
         )),
-        Part("c", "APGD-CE + APGD-T at 16/255 for RoCL and RHCL", (
-            Job(("rocl", "rhcl"), (*COMMON, NO_AA_8, APGD_16)),
+        Part("c", "AutoAttack (standard) and every diagnostic at 16/255 for RoCL and RHCL", (
+            Job(PRIMARY_PAIR, (*COMMON, NO_AA_8, AA_16, _diagnosed_at("16/255")), attack="AA"),
         )),
     ),
 }  # fmt: skip
@@ -111,19 +124,30 @@ def part(table: str, key: str) -> Part:
     return found[key]
 
 
-def job_models(job: Job, seeds: int, finetuned: frozenset[str] = frozenset({"rhcl-at"})) -> int:
-    """Model evaluations of a job: each row's heads (a fine-tuned row: its one AT model) per
-    seed, and with controls each seed's untrained network and the raw pixels (two heads each)."""
-    per_seed = sum(1 if row in finetuned else len(job.heads) for row in job.rows)
-    controls = (seeds + 1) * len(job.heads) if job.controls else 0
-    return per_seed * seeds + controls
+def job_models(job: Job, seeds: dict[str, int], finetuned: frozenset[str] = frozenset({"rhcl-at"})) -> int:
+    """Model evaluations of a job: each row's heads (a fine-tuned row: its one AT model) times its
+    seeds (``seeds``: row -> how many), and with controls each seed's untrained network and the
+    raw pixels (two heads each)."""
+    models = sum((1 if row in finetuned else len(job.heads)) * seeds[row] for row in job.rows)
+    controls = (max(seeds[row] for row in job.rows) + 1) * len(job.heads) if job.controls else 0
+    return models + controls
 
 
-def job_seconds(job: Job, seeds: int) -> float:
+def job_seconds(job: Job, seeds: dict[str, int]) -> float:
     """CPU seconds of a job on one thread with nothing cached: per model its head, the PGD
     columns and the added attack on IMAGES images, and the diagnostics."""
     per_image = PGD_COLUMNS * CPU_S_PER_IMAGE["PGD-20"] + CPU_S_PER_IMAGE[job.attack]
     return job_models(job, seeds) * (CPU_HEAD_S + IMAGES * per_image + CPU_DIAGNOSTICS_S)
+
+
+def seed_counts(table: str, given: list[int] | None = None) -> dict[str, int]:
+    """How many seeds each CPU row of the table evaluates: ``given`` (--seeds) for all, else each
+    row's own count (``cells.row_seeds``)."""
+    from solo_hyper.reproduce.cells import row_seeds
+    from solo_hyper.reproduce.tables import TABLES
+
+    return {row.key: len(row_seeds(row, given))
+            for column in TABLES[table].scales["cpu"] for row in column.rows}  # fmt: skip
 
 
 def command(table: str, job: Job) -> str:
@@ -134,13 +158,16 @@ def command(table: str, job: Job) -> str:
             f"{controls} --robust-set {quoted}")  # fmt: skip
 
 
-def estimate_text(table: str, seeds: int, chosen: str | None = None) -> str:
+def estimate_text(table: str, given: list[int] | None = None, chosen: str | None = None) -> str:
     """Every part's CPU estimate (one thread, nothing cached; runs already trained), the chosen
-    one marked, each job with its command."""
+    one marked, each job with its command; ``given``: --seeds (else each row's own seeds)."""
     from solo_hyper.reproduce.planning import duration
 
+    seeds = seed_counts(table, given)
+    told = (f"{len(given)} seed(s)" if given is not None else "each row's seeds: " + ", ".join(
+        f"{row} {n}" for row, n in seeds.items()))  # fmt: skip
     lines = [f"robust protocol of {table} at CPU scale ({IMAGES} class-stratified test images, "
-             f"{seeds} seed(s); CPU-hours on one thread, nothing cached, runs already trained):"]  # fmt: skip
+             f"{told}; CPU-hours on one thread, nothing cached, runs already trained):"]  # fmt: skip
     for p in parts(table):
         seconds = sum(job_seconds(j, seeds) for j in p.jobs)
         models = sum(job_models(j, seeds) for j in p.jobs)
@@ -152,4 +179,4 @@ def estimate_text(table: str, seeds: int, chosen: str | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PARTS", "Job", "Part", "estimate_text", "part", "parts"]
+__all__ = ["PARTS", "Job", "Part", "estimate_text", "part", "parts", "seed_counts"]

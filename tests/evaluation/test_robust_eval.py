@@ -116,6 +116,37 @@ def test_white_box_accuracies_are_percentages_and_attacks_only_hurt(le_head, fmn
     assert robust_accuracy(model, val, attacks, CPU) == acc  # seeded random starts
 
 
+def test_each_accuracy_comes_with_which_images_it_got_right(le_head, fmnist):
+    """Per-image outcomes, in the batches' order: as many as the accuracy's images, their share
+    the accuracy; a zero budget's are the clean pass's exactly."""
+    model, _, _ = le_head
+    _, val = fmnist
+    attacks = {"none": PGDSpec(0.0, 0.0, 5), "pgd": PGDSpec(8 / 255, 2 / 255, 5)}
+    counts, outcomes = {}, {}
+    acc = robust_accuracy(model, val, attacks, CPU, counts=counts, outcomes=outcomes)
+    assert set(outcomes) == set(acc)
+    for name, hits in outcomes.items():
+        assert len(hits) == counts[name]
+        assert 100.0 * sum(hits) / len(hits) == pytest.approx(acc[name])
+    assert outcomes["none"] == outcomes["A_nat"]
+    assert outcomes["pgd"] != outcomes["A_nat"]  # the attack flips some images
+
+
+def test_a_cached_entry_without_a_required_key_is_computed_again(tmp_path):
+    """An attack evaluated before per-image outcomes were stored: robust-eval re-runs it (and
+    stores the outcomes) instead of reading the entry without them."""
+    from solo_hyper.evaluation.robust_cache import EvaluationCache
+
+    cache = EvaluationCache(tmp_path, {"run": "x"})
+    old = cache.json("attack", {"a": 1}, lambda: {"accuracy": 1.0})
+    assert old == {"accuracy": 1.0}
+    assert cache.json("attack", {"a": 1}, lambda: {"accuracy": 2.0}) == old  # a plain hit
+    new = cache.json("attack", {"a": 1}, lambda: {"accuracy": 1.0, "outcomes": "10"},
+                     required=("outcomes",))  # fmt: skip
+    assert new["outcomes"] == "10"
+    assert cache.json("attack", {"a": 1}, lambda: {}, required=("outcomes",)) == new  # stored
+
+
 def test_robust_linear_evaluation_trains_the_head_on_attacks_only(fmnist):
     train, _ = fmnist
     model = tiny_classifier()
@@ -317,6 +348,12 @@ def test_robust_eval_command_end_to_end(rhcl_run, capsys):
     # the fixed class-stratified subset: 60 images, 6 of each class, for every column
     assert saved["rows"][0]["images"] == {"A_nat": 60, "PGD-3 8/255": 60, "PGD-3 16/255": 60,
                                           "AA-apgd-ce 8/255": 60}  # fmt: skip
+    # which of those images each accuracy got right, '1' per correct image in their fixed order
+    for row in saved["rows"]:
+        assert set(row["outcomes"]) == set(row["images"])
+        for key, bits in row["outcomes"].items():
+            assert len(bits) == 60 and set(bits) <= {"0", "1"}
+            assert 100.0 * bits.count("1") / 60 == pytest.approx(row[key])
     diagnostics = (rhcl_run / "robust" / "diagnostics.md").read_text()
     for section in ("## rhcl (LE): ", "## rhcl (r-LE): "):
         assert section in diagnostics

@@ -212,8 +212,9 @@ def test_rows_on_different_backbones_get_one_control_line_each():
     assert report.control_rows(cells[:2], metrics, None)[0].startswith("| control: untrained backbone | ")
 
 
-def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
-    """HCL Table 3's l_inf column is PGD at 8/255 (the attack the robust configs list first)."""
+def test_the_papers_pgd_number_stands_beside_the_robust_heads_8_255_attack():
+    """HCL Table 3's l_inf column is PGD at 8/255 (the attack the robust configs list first) of
+    the robust linear evaluation (the paper's section 4.2), never LE's."""
     spec = TABLES["hcl-table3"]
     column = spec.scales["cpu"][0]
     cells = []
@@ -226,8 +227,9 @@ def test_the_papers_pgd_number_stands_beside_the_8_255_attack():
     metrics = report.metric_columns(spec, cells)
     assert [m[0] for m in metrics][:3] == ["LE A_nat", "LE PGD-20 8/255", "LE PGD-20 16/255"]
     paper = {key: p for key, _, p in metrics}
-    assert paper["LE PGD-20 8/255"] == "PGD" and paper["LE PGD-20 16/255"] == "-"
-    assert paper["LE A_nat"] == "A_nat" and paper["r-LE PGD-20 8/255"] == "-"
+    assert paper["r-LE PGD-20 8/255"] == "PGD" and paper["r-LE PGD-20 16/255"] == "-"
+    assert paper["r-LE A_nat"] == "A_nat" and paper["LE PGD-20 8/255"] == "-"
+    assert paper["LE A_nat"] == "-"
 
 
 def test_rhcl_at_is_paired_with_rhcls_linear_evaluations_at_the_same_attack():
@@ -547,7 +549,8 @@ def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3():
                                             "AA -10.0 vs PGD-20"}  # fmt: skip
             cells.append(cell)
     metrics = {key: paper for key, _, paper in report.metric_columns(spec, cells)}
-    assert metrics["LE AA 8/255"] == "-" and metrics["LE PGD-20 8/255"] == "PGD"
+    assert metrics["r-LE AA 8/255"] == "-" and metrics["r-LE PGD-20 8/255"] == "PGD"
+    assert metrics["LE PGD-20 8/255"] == "-"
     assert "LE masking" not in metrics  # a verdict, not a number
     rhcl = [c for c in cells if c.row.key == "rhcl"]
     seeds = [c.result for c in rhcl]

@@ -20,6 +20,10 @@ def _autoattacks(job) -> list[AutoAttackSpec]:
     return [s for s in rcfg["attacks"].values() if isinstance(s, AutoAttackSpec)]
 
 
+def _diagnostics_eps(job) -> float:
+    return robust_config(CONFIG, job.overrides)["diagnostics"].eps
+
+
 def test_the_parts_attack_as_the_protocol_says():
     a, b, c = robust_protocol.parts("hcl-table3")
     rows = {r.key for column in TABLES["hcl-table3"].scales["cpu"] for r in column.rows}
@@ -28,28 +32,57 @@ def test_the_parts_attack_as_the_protocol_says():
             assert set(job.rows) <= rows
     standard = AutoAttackSpec(8 / 255, "standard")
     assert [(_autoattacks(j), j.heads) for j in a.jobs] == [
-        ([standard], ("LE", "r-LE")), ([standard], ("LE",))]
-    assert {r for j in a.jobs for r in j.rows} == {"simclr", "hcl", "rocl", "rhcl"}
+        ([standard], ("LE", "r-LE")), ([standard], ("LE",)), ([standard], ("LE", "r-LE"))]
+    assert {r for j in a.jobs for r in j.rows} == {"simclr", "hcl", "rocl", "rhcl", "rhcl-at"}
     stages = ("apgd-ce", "apgd-t")
     assert [_autoattacks(j) for j in b.jobs] == [[AutoAttackSpec(8 / 255, "custom", stages)],
-                                                 [AutoAttackSpec(0.1, "custom", stages)]]  # fmt: skip
+                                                 [AutoAttackSpec(0.1, "standard")]]  # fmt: skip
     assert b.jobs[0].controls and not any(j.controls for j in a.jobs)
     # every row under one common attack at 8/255, so every pair of the table pairs under it
     assert set(b.jobs[0].rows) == rows and b.jobs[1].rows == ("rocl", "rhcl")
-    assert _autoattacks(c.jobs[0]) == [AutoAttackSpec(16 / 255, "custom", stages)]
+    assert _autoattacks(c.jobs[0]) == [AutoAttackSpec(16 / 255, "standard")]
+
+
+def test_every_radius_of_rhcl_minus_rocl_gets_the_standard_autoattack_and_every_diagnostic():
+    """RoCL and RHCL under the full standard AutoAttack and the diagnostics at each radius the
+    table reads a verdict at (8/255, 16/255, 0.1); RHCL+AT under the full standard version."""
+    jobs = [j for p in robust_protocol.parts("hcl-table3") for j in p.jobs]
+    pair = [j for j in jobs if set(j.rows) == {"rocl", "rhcl"}]
+    radii = {spec.eps for j in pair for spec in _autoattacks(j) if spec.version == "standard"}
+    assert radii == {8 / 255, 16 / 255, 0.1}
+    for job in pair:  # the diagnostics run at the radius the job's AutoAttack attacks
+        assert {_diagnostics_eps(job)} == {s.eps for s in _autoattacks(job)}
+        assert robust_config(CONFIG, job.overrides)["raw"]["linear"]["robust"]  # r-LE too
+    at = [j for j in jobs if "rhcl-at" in j.rows]
+    assert any(s.version == "standard" for j in at for s in _autoattacks(j))
+
+
+def test_the_estimate_prices_every_part_by_the_attack_it_runs():
+    """Each job is priced at the cost class of the AutoAttack its config really runs (the
+    standard version at AA's, its first two stages at APGD's)."""
+    for part in robust_protocol.parts("hcl-table3"):
+        for job in part.jobs:
+            versions = {s.version for s in _autoattacks(job)}
+            assert job.attack == ("AA" if versions == {"standard"} else "APGD"), (part.key, job.rows)
 
 
 def test_the_estimate_prices_every_part_and_names_its_commands():
-    text = robust_protocol.estimate_text("hcl-table3", 3, "a")
+    text = robust_protocol.estimate_text("hcl-table3", [0, 1, 2], "a")
     lines = text.splitlines()
     part_a = next(line for line in lines if line.startswith("  part a:"))
-    assert "18 model evaluations" in part_a and part_a.endswith("<- this run")
+    # RoCL, RHCL: 2 heads x 3 seeds each; SimCLR, HCL: LE x 3; RHCL+AT: its AT model x 3
+    assert "21 model evaluations" in part_a and part_a.endswith("<- this run")
     assert sum(line.startswith("  part ") for line in lines) == 3
     assert sum("python -m solo_hyper reproduce hcl-table3 --scale cpu --rows" in line
-               for line in lines) == 5  # fmt: skip
+               for line in lines) == 6  # fmt: skip
+    # the table's own seeds: RoCL and RHCL five
+    mine = robust_protocol.estimate_text("hcl-table3")
+    assert "rocl 5, rhcl 5" in mine and "simclr 3" in mine
+    assert "29 model evaluations" in next(x for x in mine.splitlines() if x.startswith("  part a:"))
     # the AutoAttack part costs more per model than the APGD part
     a, b, _ = robust_protocol.parts("hcl-table3")
-    per_model = [robust_protocol.job_seconds(p.jobs[0], 3) / robust_protocol.job_models(p.jobs[0], 3)
+    seeds = robust_protocol.seed_counts("hcl-table3", [0, 1, 2])
+    per_model = [robust_protocol.job_seconds(p.jobs[0], seeds) / robust_protocol.job_models(p.jobs[0], seeds)
                  for p in (a, b)]  # fmt: skip
     assert per_model[0] > per_model[1]
 
@@ -69,7 +102,26 @@ def test_reproduce_dry_run_prints_each_parts_estimate(tmp_path, capsys):
                  *out]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "hcl-table3 --scale cpu: 2 runs into" in printed  # part c's rows, one seed
-    assert "part c: APGD-CE + APGD-T at 16/255" in printed and "<- this run" in printed
+    assert "part c: AutoAttack (standard) and every diagnostic at 16/255" in printed
+    assert "<- this run" in printed
     assert "part a: AutoAttack (standard) at 8/255" in printed
     assert main(["reproduce", "hcl-table3", "--robust-part", "a", "--rows", "rocl", *out]) == 2
     assert "--robust-part names its own rows" in capsys.readouterr().err
+
+
+def test_the_dry_run_shows_each_rows_seeds_and_seeds_overrides_them(tmp_path, capsys):
+    """Five seeds for RoCL and RHCL (the primary claim's pair), three for the other rows, from
+    the table's definition; --seeds gives every row the same."""
+    from solo_hyper.cli.main import main
+
+    out = ["--out", str(tmp_path)]
+    assert main(["reproduce", "hcl-table3", "--dry-run", *out]) == 0
+    printed = capsys.readouterr().out
+    assert "hcl-table3 --scale cpu: 25 runs into" in printed  # 2 x 5 + 5 x 3
+    assert "seeds 0 1 2 3 4: RoCL / RHCL" in printed
+    assert "seeds 0 1 2: SimCLR / HCL /" in printed
+    assert "fashionmnist-rocl-t3-s4" in printed and "fashionmnist-simclr-t3-s3" not in printed
+    assert main(["reproduce", "hcl-table3", "--dry-run", "--seeds", "0", "1", *out]) == 0
+    printed = capsys.readouterr().out
+    assert "hcl-table3 --scale cpu: 14 runs into" in printed and "seeds 0 1: SimCLR" in printed
+    assert "rocl-t3-s2" not in printed
