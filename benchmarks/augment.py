@@ -14,17 +14,11 @@ CIFAR-10 configs' at 32 px) for every image; the rate is source images per secon
 
 On CUDA the kornia pipeline must beat the CPU pipeline; on the CPU the question is only whether it
 is the bottleneck of a step (see ``throughput.py``).
-
-``thread_rows``: the on-device pipeline on the CPU as training runs it (``augment_threads``: one
-intra-op thread for small images) against the same crops on torch's thread count.
-
-    python -m benchmarks.augment --threads-only [--rounds 5] [--out FILE]
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,8 +26,7 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.images import fashion_mnist_or_random, random_rgb
-from benchmarks.timing import Row, format_table, interleaved, paired_ratios, summarize, timed
-from solo_hyper import augment
+from benchmarks.timing import Row, paired_ratios, summarize, timed
 from solo_hyper.augment import DeviceAugmentation, with_defaults
 from solo_hyper.data import DATASETS
 
@@ -165,58 +158,3 @@ def augment_rows(
                 f"{rate_k:.0f} vs {rate_s:.0f} img/s",
             ))  # fmt: skip
     return rows
-
-
-def thread_rows(
-    sizes: tuple[int, ...] = (28, 32), batch_size: int = 256, batches: int = 4, rounds: int = 5
-) -> list[Row]:
-    """Seconds of the crops of ``batches`` batches on the CPU: one thread (``augment_threads``,
-    what training does) over torch's thread count (the crops are the same, bit for bit)."""
-    import contextlib
-
-    rows: list[Row] = []
-    threads = torch.get_num_threads()
-    for size in sizes:
-        images, _, source = source_images(size, batch_size * batches)
-        info = DATASETS[SETTINGS[size][2]]
-        aug = DeviceAugmentation([augmentation_entry(size)], info.mean, info.std)
-        data = list(images.split(batch_size))
-
-        def epoch(default: bool, aug=aug, data=data) -> Callable[[], None]:
-            def run() -> None:
-                real = augment.single_thread
-                if default:  # the pipeline as it ran before: torch's thread count
-                    augment.single_thread = contextlib.nullcontext
-                try:
-                    for b in data:
-                        aug.crops(b)
-                finally:
-                    augment.single_thread = real
-
-            return run
-
-        times = interleaved({"one": epoch(False), "default": epoch(True)}, rounds)
-        rows.append(Row(
-            "augment", "kornia (cpu), 1 thread", f"the same on {threads} threads",
-            f"time, 2 crops of {size} px ({source})",
-            summarize(paired_ratios(times["one"], times["default"])), "<= 1",
-            f"{len(data)} batches of {batch_size}: {summarize(times['one']).median:.2f} s vs "
-            f"{summarize(times['default']).median:.2f} s",
-        ))  # fmt: skip
-    return rows
-
-
-if __name__ == "__main__":
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(description="kornia augmentation on 1 vs torch's threads")
-    parser.add_argument("--threads-only", action="store_true", required=True)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    table = format_table(thread_rows(rounds=args.rounds))
-    print(table)
-    if args.out is not None:
-        args.out.write_text(f"# benchmarks/augment.py ({torch.get_num_threads()} threads)\n\n"
-                            f"`python -m benchmarks.augment {' '.join(sys.argv[1:])}`\n\n{table}\n")

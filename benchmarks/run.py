@@ -107,11 +107,11 @@ def _throughput(s: Settings):
 
 
 def _augment(s: Settings):
-    from benchmarks.augment import augment_rows, thread_rows
+    from benchmarks.augment import augment_rows
 
     if s.quick:
-        return augment_rows((28, 32), 128, 4, 2, (0, 2), s.device) + thread_rows((28,), 128, 2, 1)
-    return augment_rows((28, 32), 256, 8, 3, (0, 2), s.device) + thread_rows()
+        return augment_rows((28, 32), 128, 4, 2, (0, 2), s.device)
+    return augment_rows((28, 32), 256, 8, 3, (0, 2), s.device)
 
 
 def _rhcl(s: Settings):

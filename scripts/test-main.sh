@@ -2,8 +2,10 @@
 # The solo-learn main side of CI: builds .venv-main (scripts/bootstrap-main.sh, from the vendored
 # sources in ../shared/vendor or $SOLO_HYPER_SHARED/vendor) and runs, there, the tests of the
 # adapter for solo-learn main: tests/solo/test_solo_main.py (with run-solo of solo main's own
-# main_pretrain.py and main_linear.py), solo-learn's own method harness for every method, the
-# adapter contract and the methods whose step state the adapters carry. Nothing may be skipped.
+# main_pretrain.py and main_linear.py, and its Hydra multirun as local submitit jobs and on a real
+# one-node SLURM: tests/slurm_cluster.py, which needs root), solo-learn's own method harness for
+# every method, the adapter contract and the methods whose step state the adapters carry. Nothing
+# may be skipped.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap-main.sh"

@@ -13,7 +13,6 @@ batch with one call.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Sequence
 
@@ -23,7 +22,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from solo_hyper.augment_ops import ColorJitter, GaussianBlur, RandomResizedCrops, Solarize
-from solo_hyper.threads import single_thread
 
 DEFAULT_CROP: dict = {
     "rrc": {"enabled": True, "crop_min_scale": 0.08, "crop_max_scale": 1.0},
@@ -121,30 +119,6 @@ def to_float_rgb(images: torch.Tensor) -> torch.Tensor:
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
-SMALL_IMAGES = 64  # px: images and crops up to this side are augmented on one CPU thread
-
-
-def augment_threads(x: torch.Tensor, crop_sizes: Sequence[int]) -> contextlib.AbstractContextManager:
-    """One intra-op thread for the augmentation of a CPU batch of small images.
-
-    One thread: the pipeline runs a few dozen elementwise ops per crop batch (the crop's one
-    resampling call, the jitter's colour conversions), each too small on images this size for a
-    second thread to pay for its start-up and synchronisation (``benchmarks/augment.py
-    --threads-only``; benchmarks/results/augment-threads.md). The crops are the same bit for bit
-    (tested for every shipped entry up to 64 px). Larger images keep torch's thread count.
-
-    Args:
-        x: the batch (B, C, H, W) about to be augmented.
-        crop_sizes: the sides of the crops it is augmented into.
-
-    Returns:
-        ``threads.single_thread()`` for a CPU batch whose images and crops are at most
-        ``SMALL_IMAGES`` px; otherwise a context that changes nothing.
-    """
-    small = max(x.shape[-2:]) <= SMALL_IMAGES and max(crop_sizes) <= SMALL_IMAGES
-    return single_thread() if x.device.type == "cpu" and small else contextlib.nullcontext()
-
-
 class DeviceAugmentation(nn.Module):
     """Turns a batch of un-augmented images into the list of augmented crops of every entry.
 
@@ -175,17 +149,13 @@ class DeviceAugmentation(nn.Module):
         return (x - self.mean) / self.std
 
     def crops(self, images: torch.Tensor, normalize: bool = True) -> list[torch.Tensor]:
-        """All crops of all entries, in entry order (the large crops first, as solo-learn).
-
-        Small images on the CPU on one intra-op thread (``augment_threads``): the same crops,
-        bit for bit."""
+        """All crops of all entries, in entry order (the large crops first, as solo-learn)."""
         x = to_float_rgb(images)
         out = []
-        with augment_threads(x, [int(e["crop_size"]) for e in self.entries]):
-            for entry, pipeline in zip(self.entries, self.pipelines):
-                for _ in range(int(entry["num_crops"])):
-                    crop = pipeline(x)
-                    out.append(self.normalize(crop) if normalize else crop)
+        for entry, pipeline in zip(self.entries, self.pipelines):
+            for _ in range(int(entry["num_crops"])):
+                crop = pipeline(x)
+                out.append(self.normalize(crop) if normalize else crop)
         return out
 
     def evaluation_view(

@@ -7,11 +7,17 @@ import warnings
 
 import pytest
 import torch
+from slurm_cluster import slurm  # noqa: F401  (the session's one-node SLURM, a fixture)
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("PL_DISABLE_FORK", "1")
 torch.set_num_threads(2)
 warnings.filterwarnings("ignore")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "slurm: runs jobs on the one-node SLURM the session starts "
+                            "(tests/slurm_cluster.py)")
 
 
 def tiny_config(method: str, **sections) -> dict:

@@ -95,59 +95,6 @@ def test_module_moves_with_the_model():
     assert aug.mean.dtype == torch.float64
 
 
-def test_cpu_crops_run_on_one_thread_and_equal_the_two_thread_crops_bit_for_bit():
-    """augment_threads: the crops of every shipped entry of small images (MNIST, Fashion-MNIST,
-    CIFAR), made on one intra-op thread, are exactly the crops the same pipelines make on two
-    from the same seed; 224-px crops keep both threads."""
-    import glob
-
-    import yaml
-
-    from solo_hyper import augment
-
-    entries = [full_entry(), full_entry(gaussian_noise={"prob": 0.5, "std": 0.03})]
-    for path in sorted(glob.glob("configs/pretrain/*/*.yaml")):
-        with open(path) as f:
-            entries += yaml.safe_load(f).get("augmentations") or []
-    large = [e for e in entries if int(e["crop_size"]) > augment.SMALL_IMAGES]
-    entries = [e for e in entries if int(e["crop_size"]) <= augment.SMALL_IMAGES]
-    assert large and len(entries) > 20
-    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
-    seen = []
-    real = augment.single_thread
-
-    class Spy(real):
-        def __enter__(self):
-            out = super().__enter__()
-            seen.append(torch.get_num_threads())
-            return out
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        for entry in {repr(e): e for e in entries}.values():
-            aug = DeviceAugmentation([entry], MEAN, STD)
-            torch.manual_seed(3)
-            x = augment.to_float_rgb(images)
-            two = [aug.normalize(aug.pipelines[0](x)) for _ in range(int(aug.entries[0]["num_crops"]))]
-            torch.manual_seed(3)
-            augment.single_thread = Spy
-            try:
-                one = aug.crops(images)
-            finally:
-                augment.single_thread = real
-            assert torch.get_num_threads() == 2  # restored
-            assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True)), entry
-        augment.single_thread = Spy
-        try:
-            DeviceAugmentation([large[0]], MEAN, STD).crops(images[:2])
-        finally:
-            augment.single_thread = real
-    finally:
-        torch.set_num_threads(before)
-    assert len(seen) == len({repr(e) for e in entries}) and set(seen) == {1}  # none for 224 px
-
-
 def shipped_entries() -> list[dict]:
     """Every augmentation entry of the shipped pretraining and solo-main configs."""
     import glob

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from benchmarks import run as bench_run
-from benchmarks.augment import augment_rows, thread_rows
+from benchmarks.augment import augment_rows
 from benchmarks.ddp_unused import ddp_rows
 from benchmarks.loss import CHUNK, chunked_rows, geoopt_rows, loss_rows
 from benchmarks.memory import peak_bytes
@@ -38,7 +38,6 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
         + throughput_rows(batch_size=8, steps=1, rounds=1, methods=("simclr", "hcl"),
                           overrides=["backbone.kwargs={width: 8}"])
         + augment_rows(sizes=(28,), batch_size=8, batches=2, rounds=1, workers=(0,))
-        + thread_rows(sizes=(28,), batch_size=8, batches=1, rounds=1)
         + rhcl_rows(batch_size=8, steps=1, rounds=1)
         + ebclr_rows(batch_size=8, steps=3, rounds=1, sgld_steps=2)
         + ddp_rows(batch_size=8, steps=1, rounds=1)
@@ -56,7 +55,6 @@ def test_suite_functions_give_one_well_formed_table(monkeypatch, one_thread):
         ("throughput", "hcl kornia augmentation", "time share"),
         ("throughput", "shcl head extra time", "time share"),
         ("augment", "kornia (cpu)", "images/s, 2 crops of 28 px"),
-        ("augment", "kornia (cpu), 1 thread", "time, 2 crops of 28 px"),
         ("steps", "rhcl", "step time"),
         ("steps", "rocl", "step time"),
         ("steps", "ebclr", "step time"),

@@ -14,8 +14,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "solo_hyper"
 LAYERS: list[tuple[str, ...]] = [
     (
         "solo_hyper.geometry", "solo_hyper.losses", "solo_hyper.heads", "solo_hyper.sgld",
-        "solo_hyper.attacks", "solo_hyper.augment", "solo_hyper.data", "solo_hyper.backbones",
-        "solo_hyper.distributed", "solo_hyper.threads", "solo_hyper.syncs", "solo_hyper.version",
+        "solo_hyper.attacks", "solo_hyper.input_gradient", "solo_hyper.augment",
+        "solo_hyper.augment_ops", "solo_hyper.data", "solo_hyper.backbones", "solo_hyper.distributed",
+        "solo_hyper.threads", "solo_hyper.syncs", "solo_hyper.machine", "solo_hyper.version",
     ),  # fmt: skip
     ("solo_hyper.metrics",),
     ("solo_hyper.objectives",),  # the methods without a framework: built on the layer above

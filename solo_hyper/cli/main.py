@@ -226,8 +226,8 @@ def _launch_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--cluster", default=None, metavar="YAML",
-        help="the jobs' resources: partition, account, gpus_per_job, cpus_per_job, mem_gb, "
-        "time_min, array_parallelism, signal_delay_s",
+        help="the jobs' resources: partition, account, gpus_per_job, tasks_per_job, nodes, "
+        "cpus_per_job, mem_gb, time_min, max_timeouts, array_parallelism, signal_delay_s",
     )  # fmt: skip
     p.add_argument("--cluster-set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="resources over the YAML's, e.g. partition=gpu time_min=720")  # fmt: skip

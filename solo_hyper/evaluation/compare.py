@@ -12,15 +12,11 @@ With ``--seeds`` every config is trained once per seed (run ``<folder>-<stem>-s<
 from __future__ import annotations
 
 import csv
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from solo_hyper.config import ConfigError
 from solo_hyper.data import FASHION_MNIST_CLASSES, FASHION_MNIST_COARSE_CLASSES, ensure_dataset
@@ -37,6 +33,7 @@ from solo_hyper.evaluation.seeds import (
     summarize,
     verdict,
 )
+from solo_hyper.machine import machine_line
 from solo_hyper.run.guards import RunStopped
 from solo_hyper.run.identity import write_json_atomic
 from solo_hyper.run.lock import holding
@@ -469,7 +466,7 @@ def write_tables(
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(
         smoke_banner(rows) + markdown_table(rows, columns) + "\n\n" + (extra + "\n\n" if extra else "")
-        + notes(rows, columns) + "\n\n" + machine_note() + "\n"
+        + notes(rows, columns) + "\n\n" + machine_note(rows) + "\n"
     )
     keys = csv_keys(rows, columns)
     write_csv(out / f"{stem}.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -511,7 +508,7 @@ def write_seed_tables(
     out.mkdir(parents=True, exist_ok=True)
     legend = notes(rows, RUN_COLUMNS)
     text = (smoke_banner(rows) + seed_markdown(rows, pairs, extra) + "\n\n" + legend + "\n\n"
-            + machine_note() + "\n")  # fmt: skip
+            + machine_note(rows) + "\n")  # fmt: skip
     (out / "results.md").write_text(text)
     keys = csv_keys(rows, RUN_COLUMNS)
     write_csv(out / "results.csv", keys, [[r.get(k) for k in keys] for r in rows])
@@ -536,20 +533,11 @@ def write_seed_tables(
     )  # fmt: skip
 
 
-def machine_note() -> str:
-    """Where the numbers come from: results are bit-identical only for the same seed on the same
-    CPU model, torch build and thread count (see the README's main job)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"Machine: {cpu}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
-            f"{torch.get_num_threads()} intra-op threads, {device}.")  # fmt: skip
+def machine_note(rows: list[dict] = ()) -> str:
+    """Where the numbers come from: the machine the rows' runs recorded when they trained (for
+    cluster jobs the jobs', not this process's), else this process's (``solo_hyper.machine``)."""
+    recorded = [r["machine"] for r in rows if isinstance(r.get("machine"), dict)]
+    return machine_line(recorded if rows and len(recorded) == len(rows) else [])
 
 
 __all__ = ["COLUMNS", "compare", "markdown_table", "plan", "run_name", "write_tables"]

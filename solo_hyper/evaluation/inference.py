@@ -6,10 +6,9 @@ convolution's weights and bias (``torch.fx``'s ``fuse``) computes the same funct
 over the activations fewer; the features then differ only by float rounding. Channels-last
 lets oneDNN run the CPU convolutions on its blocked layout without reordering each one. Each
 gain, the batch size and the thread count are measured by ``benchmarks/features.py``
-(benchmarks/results/features.md): the evaluation keeps batches of 1024 (``features.EVAL_BATCH``),
-close to the largest batch's speed at a quarter of its memory, and leaves the thread count to
-torch, as training does: the measured one-thread gain came from other jobs holding the cores, a
-state of the machine rather than of the work. The GPU gets the folding only: channels-last has
+(benchmarks/results/features.md): on the CPU the evaluation runs forward passes of 256 images
+(``features.CPU_FORWARD_BATCH``, faster than 1024 or 4096: the activations stay in cache), and
+leaves the thread count to torch, as training does (two threads beat one). The GPU gets the folding only: channels-last has
 no measurement there.
 """
 

@@ -651,7 +651,7 @@ def markdown(
                       "initialisation), `reproduce/robust_runs.py`.", ""]  # fmt: skip
     parts += ["Runs: " + ", ".join(sorted({Path(c.result['run_dir']).name for c in cells if c.result})), "",
               f"Code (the commit each run was trained at): {', '.join(_commits(cells))}. "
-              + machine_note(), ""]  # fmt: skip
+              + machine_note(rows), ""]  # fmt: skip
     return "\n".join(parts)
 
 

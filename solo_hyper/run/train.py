@@ -43,6 +43,7 @@ from solo_hyper.config import (
     validate,
 )
 from solo_hyper.data import build_dataloaders, build_datasets, ensure_dataset
+from solo_hyper.machine import describe
 from solo_hyper.objectives import ObjectiveArgs
 from solo_hyper.run import stop
 from solo_hyper.run.checkpoints import checkpoint_step, newest_checkpoint, read_checkpoint
@@ -322,6 +323,7 @@ def _pretrain_locked(prep: Prepared, quiet: bool, callbacks: list, on_mismatch: 
         "wall_time_s": round(wall, 2),
         "images_per_s": round(throughput.images_per_second, 1),
         "peak_memory_mb": round(peak_memory_mb(model.device), 1),
+        "machine": describe(model.device, trainer.world_size),  # the table's Machine line
         "units": "accuracies in percent",
         "online_linear_acc1": metrics.get("val_acc1"),
         "knn_acc1": metrics.get("val_knn_acc1"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -175,3 +176,117 @@ def test_under_slurm_lightnings_auto_requeue_is_off(monkeypatch):
         monkeypatch.setenv(key, value)
     (environment,) = cluster_plugins()
     assert type(environment).__name__ == "SLURMEnvironment" and environment.auto_requeue is False
+
+
+def fake_srun(tmp_path, monkeypatch) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+
+
+def test_tasks_are_decoupled_from_gpus_and_timeouts_are_a_cluster_parameter(tmp_path, monkeypatch):
+    """A 2-process CPU run: 2 tasks without a GPU, the CPUs split between them; the job may
+    reach its time limit ``max_timeouts`` times (30 unless set), not submitit's 3."""
+    from solo_hyper.launch.cluster import executor_for
+
+    fake_srun(tmp_path, monkeypatch)
+    cluster = load_cluster(None, ["gpus_per_job=0", "tasks_per_job=2", "cpus_per_job=2"])
+    executor = executor_for("slurm", cluster, tmp_path / "submitit")
+    script = executor._executor._make_submission_file_text("CMD", "u")
+    for line in ("--ntasks-per-node=2", "--cpus-per-task=1"):
+        assert f"#SBATCH {line}\n" in script, line
+    assert executor._executor.max_num_timeout == 30
+    assert "2 tasks, 0 GPU(s), 2 CPU(s)" in cluster.describe()
+    longer = load_cluster(None, ["max_timeouts=100", "tasks_per_job=null"])
+    assert executor_for("local", longer, tmp_path / "local").max_num_timeout == 100
+    assert longer.tasks == 1  # one per GPU: the default gpus_per_job=1
+
+
+def test_a_run_of_more_processes_than_the_jobs_tasks_is_refused_before_submitting():
+    from solo_hyper.launch.cluster import check_tasks
+    from solo_hyper.launch.jobs import Job
+
+    cpu = Job("ddp-s0", Path("ddp-s0"), {"devices": 2, "accelerator": "cpu"})
+    gpu = Job("big-s0", Path("big-s0"), {"devices": 4, "accelerator": "gpu"})
+    with pytest.raises(ConfigError, match=r"devices=2 .* 1 task\(s\) per node: .* tasks_per_job=2"):
+        check_tasks(load_cluster(None, ["gpus_per_job=0"]), [cpu])
+    with pytest.raises(ConfigError, match=r"gpus_per_job=4 \(one task per GPU\)"):
+        check_tasks(load_cluster(None, []), [gpu])
+    check_tasks(load_cluster(None, ["gpus_per_job=4"]), [gpu])
+
+
+@pytest.mark.parametrize("overrides, sbatch, sentence", [
+    ([], "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification", "(Invalid generic resource (gres) specification): the jobs ask for 1 GPU(s) "
+     "each: on a partition without GPUs give --cluster-set gpus_per_job=0"),
+    (["gpus_per_job=0"], "sbatch: error: Batch job submission failed: Requested node "
+     "configuration is not available", "lower --cluster-set cpus_per_job=8 (at most 2), mem_gb=32 "
+     "(at most 22)"),
+    (["gpus_per_job=0", "cpus_per_job=4", "mem_gb=2"], "sbatch: error: Batch job submission "
+     "failed: More processors requested than permitted", "lower --cluster-set cpus_per_job=4 (at "
+     "most 2)"),
+    (["partition=gpu"], "sbatch: error: invalid partition specified: gpu",
+     "partition=gpu is not one this cluster has"),
+])  # fmt: skip
+def test_a_refused_submission_is_one_sentence_with_slurms_reason_and_the_parameter(
+    monkeypatch, overrides, sbatch, sentence
+):
+    """sbatch's words as the one-node SLURM of tests/slurm_cluster.py gave them (2 CPUs, 23081
+    MB, no GPUs; sinfo names its largest node)."""
+    from solo_hyper.launch import slurm
+    from solo_hyper.launch.cluster import refusal
+
+    monkeypatch.setattr(slurm, "largest_node", lambda partition: (2, 23081, 0))
+    text = refusal(load_cluster(None, overrides), sbatch)
+    assert text.startswith("SLURM refused the submission, nothing was submitted (") and "\n" not in text
+    assert sentence in text
+
+
+@pytest.mark.parametrize("signum, ending, requeue, expect", [
+    (signal.SIGUSR2, None, "requeues", "submitit's requeue"),  # USR2: submitit's, never asks SLURM
+    (signal.SIGTERM, "time limit", "requeues", "submitit's requeue"),
+    (signal.SIGTERM, "requeued", "requeues", "SLURM requeued the job itself"),
+    (signal.SIGTERM, "cancelled", "requeues", "the job was cancelled (scancel): not requeued"),
+    # submitit's scontrol requeue of a job SLURM requeued meanwhile fails: the job only exits
+    (signal.SIGTERM, ["running", "requeued"], "fails", "SLURM requeued the job itself"),
+    (signal.SIGUSR2, None, "too many timeouts", "more often than max_timeouts allows"),
+])  # fmt: skip
+def test_a_stopped_job_hands_over_by_what_slurm_is_doing_to_it(
+    monkeypatch, capsys, signum, ending, requeue, expect
+):
+    """After its checkpoint a job hands over once: to submitit's requeue, or (SLURM's own requeue,
+    a user's scancel) it only exits; a refused requeue is checked against SLURM's state."""
+    import submitit
+
+    from solo_hyper.launch import cluster, slurm
+    from solo_hyper.run.stop import Interrupted
+
+    endings = iter(ending if isinstance(ending, list) else [ending] * 2)
+    monkeypatch.setattr(slurm, "own_ending", lambda: next(endings))
+    called = []
+
+    def submitits(signum, frame):
+        called.append(signum)
+        if requeue == "fails":
+            raise subprocess.CalledProcessError(1, ["scontrol", "requeue", "12_1"])
+        if requeue == "too many timeouts":
+            raise submitit.core.utils.UncompletedJobError(
+                "Job not requeued because: timed-out too many times.")
+        sys.exit(-1)  # submitit's requeue exits
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
+    try:
+        with pytest.raises((SystemExit, RuntimeError)) as ended:
+            cluster.hand_over("tiny-hcl-s1", Interrupted(signum, "stopped at a step boundary"),
+                              submitits, signal.SIGUSR2)  # fmt: skip
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    said = capsys.readouterr().out + str(ended.value)
+    if expect == "submitit's requeue":
+        assert called == [signum] and "requeueing" in said
+    else:
+        assert expect in said
+    assert bool(called) == (ending not in ("requeued", "cancelled"))

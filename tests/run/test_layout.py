@@ -79,7 +79,11 @@ def test_channels_last_is_applied_before_ddp_wraps_the_module(tmp_path, monkeypa
     monkeypatch.setattr(torch.nn.parallel.DistributedDataParallel, "__init__", wrap)
     cfg = tiny_config("hcl", max_steps=1, channels_last=True, strategy="ddp", knn_eval={"enabled": False},
                       checkpoint={"enabled": False, "dir": str(tmp_path)})  # fmt: skip
-    pretrain(prepare(None, base=cfg), quiet=True)
+    try:
+        pretrain(prepare(None, base=cfg), quiet=True)
+    finally:  # Lightning leaves its one-process group behind: forked DDP tests after this need none
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     assert seen == [True]
 
 

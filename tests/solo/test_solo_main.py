@@ -606,21 +606,19 @@ def test_run_solo_pretrain_linear_and_knn_with_solos_own_scripts(
     assert "### PROJECTOR ###" in printed and "Result: acc@1=" in printed
 
 
-@needs_main
-def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monkeypatch, solo_scripts):
-    """Hydra's multirun with hydra-submitit-launcher (``-m hydra/launcher=submitit_local``, the
-    same launcher as ``submitit_slurm`` without a cluster): each sweep value of solo main's
-    main_pretrain.py runs as a submitit job, with this plugin's method, and trains."""
+def _curvature_multirun(tmp_path: Path, solo_scripts: Path, *launcher: str) -> str:
+    """run-solo of solo main's main_pretrain.py as a Hydra multirun over two curvatures with the
+    ``launcher``'s overrides: each sweep value is a submitit job that trains this plugin's
+    method for its two steps. Returns the jobs' stdout logs."""
     train, val = _image_folder(tmp_path / "train", 4), _image_folder(tmp_path / "val", 2)
-    monkeypatch.chdir(tmp_path)
     run_solo(
         str(solo_scripts / "main_pretrain.py"),
         ["--config-path", str(SOLO_MAIN_CONFIGS / "custom"), "--config-name", "hcl.yaml", "-m",
          f"data.train_path={train}", f"data.val_path={val}", f"checkpoint.dir={tmp_path}/ck",
          "backbone.name=small_cnn", "+backbone.kwargs.width=8", "augmentations.0.crop_size=32",
          "method_kwargs.proj_hidden_dim=16", "method_kwargs.proj_output_dim=8", *CPU_RUN,
-         "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
-         f"hydra.sweep.dir={tmp_path}/multirun", "method_kwargs.curvature=0.1,0.6"],
+         *launcher, "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={tmp_path}/multirun",
+         "method_kwargs.curvature=0.1,0.6"],
     )  # fmt: skip
     runs = sorted((tmp_path / "ck" / "hcl").glob("*/args.json"))
     curvatures = sorted(json.loads(p.read_text())["method_kwargs"]["curvature"] for p in runs)
@@ -628,7 +626,38 @@ def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monk
     for args in runs:  # each job trained its two steps
         (ckpt,) = args.parent.glob("*.ckpt")
         assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 2
-    assert len(list((tmp_path / "multirun" / ".submitit").glob("*/*_log.out"))) == 2
+    logs = list((tmp_path / "multirun" / ".submitit").glob("*/*_log.out"))
+    assert len(logs) == 2
+    return "".join(p.read_text() for p in logs)
+
+
+@needs_main
+def test_run_solo_under_hydra_multirun_with_the_submitit_launcher(tmp_path, monkeypatch, solo_scripts):
+    """Hydra's multirun with hydra-submitit-launcher (``-m hydra/launcher=submitit_local``, the
+    same launcher as ``submitit_slurm`` without a cluster)."""
+    monkeypatch.chdir(tmp_path)
+    _curvature_multirun(tmp_path, solo_scripts, "hydra/launcher=submitit_local")
+
+
+@needs_main
+@pytest.mark.slurm
+def test_run_solo_under_hydra_multirun_on_a_real_slurm(tmp_path, monkeypatch, solo_scripts, slurm):
+    """The same multirun with ``hydra/launcher=submitit_slurm`` on the one-node SLURM of
+    tests/slurm_cluster.py: sbatch takes both sweep values as one job array, each job trains
+    under srun, and Hydra collects them."""
+    monkeypatch.chdir(tmp_path)
+    before = {job.split("_")[0] for job in slurm.jobs()}
+    logs = _curvature_multirun(
+        tmp_path, solo_scripts, "hydra/launcher=submitit_slurm", "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=2", f"hydra.launcher.partition={slurm.partition}",
+    )  # fmt: skip
+    def ours() -> dict[str, str]:
+        return {job: state for job, state in slurm.jobs().items() if job.split("_")[0] not in before}
+
+    jobs = slurm.wait_for(lambda: set(ours().values()) == {"COMPLETED"} and ours(),
+                          "the sweep's jobs to end", timeout_s=120, poll_s=0.5)  # fmt: skip
+    assert len(jobs) == 2 and len({job.split("_")[0] for job in jobs}) == 1  # one array of two
+    assert all(f"Starting with JobEnvironment(job_id={job}," in logs for job in jobs), logs
 
 
 @needs_main
