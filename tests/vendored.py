@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import tarfile
 from pathlib import Path
 from types import ModuleType
@@ -69,3 +70,9 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def bash_flags(script: Path, dataset: str) -> list[str]:
+    """The flags one of 1.0.2's ``bash_files`` passes to main_pretrain.py ($1: the dataset)."""
+    tokens = shlex.split(script.read_text().replace("\\\n", " ").replace("$1", dataset))
+    return tokens[next(i for i, t in enumerate(tokens) if t.endswith("main_pretrain.py")) + 1 :]

@@ -106,9 +106,9 @@ class Best:
 @dataclass(frozen=True)
 class Table:
     name: str
-    paper: str
+    paper: str  # "": a table of this package's own (no paper's numbers beside it)
     title: str
-    claim: str  # what the paper says the table shows
+    claim: str  # what the paper (or the table) says it shows
     scales: dict[str, tuple[Column, ...]] = field(default_factory=dict)
     robust: bool = False  # rows read robust-eval's accuracies instead of the linear probe
     untrained: tuple[tuple[str, str], ...] = ()  # (row, title) the paper has and this package
@@ -355,6 +355,29 @@ def _ebclr_t3_across(prefix: str) -> tuple[Across, ...]:
               for r in EBCLR_T3_ROWS))  # fmt: skip
 
 
+# solo-learn 1.0.2's bundled self-supervised baselines with a Fashion-MNIST config (key: the
+# config's stem and method; title: solo-learn's name); SupCon stands beside SHCL (HCL Table 2)
+BUNDLED = (("barlow_twins", "Barlow Twins"), ("byol", "BYOL"), ("deepclusterv2", "DeepCluster V2"),
+           ("dino", "DINO"), ("mocov2plus", "MoCo V2+"), ("nnbyol", "NNBYOL"), ("nnclr", "NNCLR"),
+           ("nnsiam", "NNSiam"), ("ressl", "ReSSL"), ("simclr", "SimCLR"), ("simsiam", "SimSiam"),
+           ("swav", "SwAV"), ("vicreg", "VICReg"), ("wmse", "W-MSE"))  # fmt: skip
+# HCL against a bundled baseline: each method with its own recipe, solo-learn's for the baselines
+# (its loss, momentum and queue settings, head widths, optimiser, SwAV's and DeepCluster V2's
+# end learning rate, ReSSL's weak teacher view), the main job's for HCL; docs/fairness.md
+OWN_RECIPE = ("method", "method_kwargs", "optimizer", "scheduler.min_lr", "augmentations")
+# the main job's budget (scripts/main.sh): 2 epochs on a 20,000-image subset, 156 steps of 256
+MAIN_JOB = ("max_epochs=2", "data.train_subset=20000")
+
+
+def _bundled_rows() -> tuple[Row, ...]:
+    """HCL, paired with each bundled baseline (one claim over all of them, Holm-adjusted
+    together), then the baselines, which are not compared among themselves."""
+    claims = tuple(Claim(key, "the method, each with its own recipe", OWN_RECIPE,
+                         family="HCL above every bundled baseline") for key, _ in BUNDLED)  # fmt: skip
+    baselines = tuple(Row(key, title, f"{FMNIST}/{key}.yaml") for key, title in BUNDLED)
+    return (Row("hcl", "HCL", f"{FMNIST}/hcl.yaml", claims=claims), *baselines)
+
+
 TABLES: dict[str, Table] = {t.name: t for t in [
     Table(
         "hcl-table1", "hyperbolic-contrastive-learning", "HCL Table 1: SimCLR vs HCL, linear top-1",
@@ -417,6 +440,14 @@ TABLES: dict[str, Table] = {t.name: t for t in [
                 for folder, paper in (("cifar10", "CIFAR-10"), ("cifar100", "CIFAR-100"))
             ),
         },
+    ),
+    Table(
+        "baselines", "", "Every bundled baseline beside HCL: linear top-1 and kNN top-1",
+        "HCL against each of solo-learn 1.0.2's 14 bundled self-supervised baselines, each method "
+        "with its own recipe (docs/fairness.md), at the main job's budget; the baselines are not "
+        "compared among themselves",
+        {"cpu": (Column("Fashion-MNIST", "", _bundled_rows(), MAIN_JOB,
+                        budget="each row with its own recipe (docs/fairness.md)"),)},
     ),
     Table(
         "ebclr-table1", "energy-based-contrastive-learning",

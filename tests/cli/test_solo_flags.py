@@ -4,13 +4,12 @@ baselines), and the mapping's own rules."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import tiny_config
-from vendored import unpack
+from vendored import bash_flags, unpack
 
 import solo_hyper.methods  # noqa: F401  (registers the methods)
 from solo_hyper.cli.main import build_parser, own_options
@@ -32,12 +31,6 @@ DATASETS = {"cifar": "cifar10"}  # the bash files' folder -> what $1 stands for 
 @pytest.fixture(scope="module")
 def solo_102(tmp_path_factory) -> Path:
     return unpack("1.0.2", tmp_path_factory.mktemp("solo-102"))
-
-
-def bash_flags(script: Path, dataset: str) -> list[str]:
-    """The flags a 1.0.2 bash file passes to main_pretrain.py ($1: the dataset)."""
-    tokens = shlex.split(script.read_text().replace("\\\n", " ").replace("$1", dataset))
-    return tokens[next(i for i, t in enumerate(tokens) if t.endswith("main_pretrain.py")) + 1 :]
 
 
 def scripts(root: Path) -> list[tuple[Path, str]]:

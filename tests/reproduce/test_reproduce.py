@@ -34,6 +34,9 @@ def claimed_cells(name: str) -> set[tuple]:
 @pytest.mark.parametrize("name", list(TABLES))
 def test_the_paper_number_file_has_exactly_the_cells_each_table_claims(name):
     numbers = paper.load()
+    if not TABLES[name].paper:  # a table of this package's own: no paper's number beside it
+        assert name not in numbers
+        return
     assert name in numbers, f"paper_numbers.yaml has no entry for {name}"
     on_file = set(numbers[name]["cells"])
     assert claimed_cells(name) == on_file
