@@ -86,11 +86,13 @@ def test_distances_near_and_at_the_boundary_are_finite(c, margin, precision, see
         row = poincare_distance(on_ball, on_ball.flip(0), c)
     (d.sum() + row.sum()).backward()
     assert all_finite(d, row, x.grad)
-    # Gram-matrix distances carry ~(2/sqrt c) sqrt(eps_fp32) / (1 - c|x|^2) of rounding for close
-    # pairs: 0.09/sqrt(c) at the float32 projection margin (where distances are ~10/sqrt(c))
+    # Gram-matrix distances carry ~(2/sqrt c) sqrt(k eps_fp32) / (1 - c|x|^2) of rounding for close
+    # pairs, where |x|^2 + |y|^2 - 2<x, y> loses up to k eps / c: each of its three length-4 dot
+    # products rounds by up to 2 eps / c, so k <= 6 and the bound is sqrt(6) < 2.5 times the k = 1
+    # figure (0.09/sqrt(c) at the float32 projection margin, where distances are ~10/sqrt(c))
     margin_fp32 = 1 - (1 - 4e-3) ** 2
     noise = (2 / c**0.5) * torch.finfo(torch.float32).eps ** 0.5 / margin_fp32
-    assert bool((d.diagonal().abs() < 2 * noise).all()), "a point is at distance ~0 from itself"
+    assert bool((d.diagonal().abs() < 2.5 * noise).all()), "a point is at distance ~0 from itself"
 
 
 @settings(max_examples=30, deadline=None)
