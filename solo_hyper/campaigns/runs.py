@@ -59,15 +59,16 @@ class RobustProtocol:
         return functools.partial(steps.robust_evaluated, config=self.config, overrides=self.overrides,
                                  finetune=finetune, twin=None if twin is None else str(twin))  # fmt: skip
 
-    def stored(self, run_dir: Path, finetune: bool) -> list[dict] | None:
-        return stored_rows(run_dir, self.config, self.overrides, finetune)
+    def stored(self, run_dir: Path, finetune: bool, twin: Path | None = None) -> list[dict] | None:
+        return stored_rows(run_dir, self.config, self.overrides, finetune, twin)
 
-    def metrics(self, run_dir: Path, finetunes) -> dict:
+    def metrics(self, run_dir: Path, finetunes, twin: Path | None = None) -> dict:
         """The stored evaluations' accuracies and verdicts (``robust_metrics``), each protocol of
-        ``finetunes`` (False: robust-eval, True: finetune-adv) merged."""
+        ``finetunes`` (False: robust-eval, True: finetune-adv) merged; ``twin``: the run the
+        transfer checks were crafted on."""
         found: dict = {}
         for finetune in dict.fromkeys(finetunes):
-            rows = self.stored(run_dir, finetune)
+            rows = self.stored(run_dir, finetune, twin)
             if rows is None:
                 what = "finetune-adv" if finetune else "robust-eval"
                 raise MissingResult(f"{run_dir}: no {what} with {self.config} after its job ended")

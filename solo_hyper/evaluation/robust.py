@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from solo_hyper.augment import to_float
 from solo_hyper.config import ConfigError
@@ -35,7 +35,13 @@ from solo_hyper.evaluation.adversarial import (
     train_linear_head,
 )
 from solo_hyper.evaluation.autoattack import AutoAttackSpec
-from solo_hyper.evaluation.diagnostics import Diagnosis, DiagnosticsSpec, diagnose
+from solo_hyper.evaluation.diagnostics import (
+    Check,
+    Diagnosis,
+    DiagnosticsSpec,
+    diagnose,
+    transfer_check,
+)
 from solo_hyper.evaluation.diagnostics import markdown as diagnostics_markdown
 from solo_hyper.evaluation.inference import attacked_at_inference_speed
 from solo_hyper.evaluation.progress import Progress, image_progress
@@ -213,6 +219,14 @@ def _twin_classifier(twin: str | None, protocol: str, num_classes: int) -> Pixel
     return classifier.eval()
 
 
+def _twin_name(twin: str) -> str:
+    """The twin as the stored evaluation names it: its run directory's name (where it lies may
+    differ between machines)."""
+    from solo_hyper.run.checkpoints import resolve_checkpoint
+
+    return resolve_checkpoint(twin).parent.name
+
+
 def _twin_heads(twin: str) -> Path:
     """The twin's robust/robust_eval.pt (its trained heads), or a ConfigError saying what to run."""
     from solo_hyper.run.checkpoints import resolve_checkpoint
@@ -274,7 +288,7 @@ def robust_eval(
         log(_summary(row))
     save_torch_atomic(run.out / "robust_eval.pt",
                       {"heads": heads, "solo_hyper_config": run.cfg, "robust": raw})  # fmt: skip
-    write_tables(rows, run.out, "robust_eval", rcfg, diagnoses)
+    write_tables(rows, run.out, "robust_eval", rcfg, diagnoses, twin)
     log(f"written: {run.out}/robust_eval.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return rows
 
@@ -311,7 +325,7 @@ def finetune_adv(
     log(_summary(row))
     save_torch_atomic(run.out / "finetune_adv.pt", {"state_dict": classifier.state_dict(),
                       "solo_hyper_config": run.cfg, "robust": rcfg["raw"]})  # fmt: skip
-    write_tables([row], run.out, "finetune_adv", rcfg, diagnoses)
+    write_tables([row], run.out, "finetune_adv", rcfg, diagnoses, twin)
     log(f"written: {run.out}/finetune_adv.md, .csv, .json, .pt" + _diagnostics_written(run.out))
     return [row]
 
@@ -341,7 +355,9 @@ def _attacked(
         return cache.json("attack", parts, compute, required=("outcomes",))
 
     # AutoAttack's columns first where it ran (the robust number), PGD's beside them
-    ordered = sorted(rcfg["attacks"].items(), key=lambda item: not isinstance(item[1], AutoAttackSpec))
+    ordered = sorted(
+        rcfg["attacks"].items(), key=lambda item: not isinstance(item[1], AutoAttackSpec)
+    )
     entries = {label: measured(label, spec) for label, spec in ordered}
     clean = next(iter(entries.values()), None) or measured("A_nat", None)
     accuracy = {"A_nat": clean["accuracy"]["A_nat"]}
@@ -381,20 +397,39 @@ def _diagnosed(
     if spec is None:
         return []
 
-    def compute() -> dict:
+    def images() -> tuple[Tensor, Tensor]:
         x, y = first(stratified(run.val, spec.images, run.num_classes))
-        device = rcfg["device"]
-        surrogate = _twin_classifier(twin, row["protocol"], run.num_classes)
-        if surrogate is not None:
-            surrogate.to(device)
-        title = f"{row['method']} ({row['protocol']})"
-        with attacked_at_inference_speed(classifier.to(device).eval(), device):
-            return diagnose(classifier, x.to(device), y.to(device), spec, title,
-                            rcfg["raw"]["seed"], rcfg["raw"]["data"]["batch_size"], surrogate,
-                            twin or "").as_dict()  # fmt: skip
+        return x.to(rcfg["device"]), y.to(rcfg["device"])
 
-    parts = {**model, "diagnostics": describe(spec), "twin": twin}
+    def compute() -> dict:  # every check but the transfer: it waits for the twin's heads
+        x, y = images()
+        with attacked_at_inference_speed(classifier.to(rcfg["device"]).eval(), rcfg["device"]):
+            return diagnose(
+                classifier,
+                x,
+                y,
+                spec,
+                f"{row['method']} ({row['protocol']})",
+                rcfg["raw"]["seed"],
+                rcfg["raw"]["data"]["batch_size"],
+            ).as_dict()
+
+    def transfer() -> dict:
+        x, y = images()
+        surrogate = _twin_classifier(twin, row["protocol"], run.num_classes).to(rcfg["device"])
+        with attacked_at_inference_speed(classifier.to(rcfg["device"]).eval(), rcfg["device"]):
+            check = transfer_check(classifier, x, y, spec, diagnosis.white_box, surrogate,
+                                   _twin_name(twin), rcfg["raw"]["seed"],
+                                   rcfg["raw"]["data"]["batch_size"])  # fmt: skip
+        return {"name": check.name, "detail": check.detail, "flagged": check.flagged}
+
+    parts = {**model, "diagnostics": describe(spec), "checks": "all but transfer"}
     diagnosis = Diagnosis.from_dict(cache.json("diagnostics", parts, compute))
+    if twin is None:
+        diagnosis.checks.append(Check("transfer", "no twin of the other geometry given", None))
+    else:
+        found = cache.json("transfer", {**parts, "twin": _twin_name(twin)}, transfer)
+        diagnosis.checks.append(Check(**found))
     for line in diagnosis.lines():
         log(line)
     row["masking"] = diagnosis.verdict
@@ -487,15 +522,17 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def write_tables(rows: list[dict], out: Path, stem: str, rcfg: dict,
-                 diagnoses: list[dict] = ()) -> None:  # fmt: skip
-    """<out>/<stem>.md, .csv (the table) and .json (rows with timings, the diagnoses and the
-    config used); then <out>/diagnostics.md from every stem's diagnoses in <out>."""
+                 diagnoses: list[dict] = (), twin: str | None = None) -> None:  # fmt: skip
+    """<out>/<stem>.md, .csv (the table) and .json (rows with timings, the diagnoses, the
+    config used and the twin the transfer check was crafted on, by its run's name); then
+    <out>/diagnostics.md from every stem's diagnoses in <out>."""
     out.mkdir(parents=True, exist_ok=True)
     columns = [(c, c) for c in table_columns(rows)]
     notes = LEGEND if any(flagged(r) for r in rows) else None
     tables.write_markdown_csv(out, stem, _shown(rows), rows, columns, _cell, notes)
-    write_json_atomic(out / f"{stem}.json", {"rows": rows, "diagnostics": list(diagnoses),
-                                             "config": rcfg["raw"]})  # fmt: skip
+    write_json_atomic(out / f"{stem}.json", {
+        "rows": rows, "diagnostics": list(diagnoses), "config": rcfg["raw"],
+        "twin": None if twin is None or rcfg["diagnostics"] is None else _twin_name(twin)})  # fmt: skip
     write_diagnostics(out)
 
 

@@ -30,16 +30,20 @@ def _stem(finetune: bool) -> str:
 
 
 def stored_rows(
-    run_dir: Path, config: str, overrides: Sequence[str], finetune: bool
+    run_dir: Path, config: str, overrides: Sequence[str], finetune: bool, twin: Path | None = None
 ) -> list[dict] | None:
     """The run directory's stored robust evaluation when it was made with this config and these
-    overrides, else None."""
+    overrides and (with the diagnostics on) its transfer check crafted on ``twin``'s run (by
+    name; None: no transfer check), else None."""
     path = Path(run_dir) / "robust" / f"{_stem(finetune)}.json"
     if not path.is_file():
         return None
     stored = json.loads(path.read_text())
-    wanted = json.loads(json.dumps(robust_config(config, overrides)["raw"]))
-    return stored["rows"] if stored.get("config") == wanted else None
+    rcfg = robust_config(config, overrides)
+    wanted = json.loads(json.dumps(rcfg["raw"]))
+    crafted_on = None if twin is None or rcfg["diagnostics"] is None else Path(twin).name
+    same = stored.get("config") == wanted and stored.get("twin") == crafted_on
+    return stored["rows"] if same else None
 
 
 def evaluated_rows(
@@ -49,7 +53,7 @@ def evaluated_rows(
     """The stored evaluation, or robust-eval's (finetune-adv's) rows, made now and stored."""
     from solo_hyper.evaluation import robust
 
-    rows = stored_rows(run_dir, config, overrides, finetune)
+    rows = stored_rows(run_dir, config, overrides, finetune, twin)
     if rows is None:
         run = robust.finetune_adv if finetune else robust.robust_eval
         rows = run(str(run_dir), str(shipped_config(config)), list(overrides), log=lambda _: None,

@@ -34,6 +34,7 @@ from solo_hyper.reproduce.cells import (
     plan,
     protocol,
     robust_protocol,
+    twin_dir,
 )
 from solo_hyper.reproduce.planning import Tracker, dry_run_text, job_estimates
 from solo_hyper.reproduce.tables import TABLES
@@ -87,7 +88,7 @@ def collect(cells: list[Cell]) -> None:
         row = evaluated_row(finished_row(cell.prep), protocol(cell))
         robust = robust_protocol(cell)
         if robust is not None:
-            row.update(robust.metrics(cell.run_dir, [cell.row.finetune]))
+            row.update(robust.metrics(cell.run_dir, [cell.row.finetune], twin_dir(cell)))
         cell.result = row
 
 

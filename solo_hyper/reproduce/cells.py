@@ -94,6 +94,8 @@ class Cell:
     untrained: dict = field(default_factory=dict)  # its untrained backbone's numbers (controls)
     robust_overrides: tuple[str, ...] = ()  # --robust-set: the robust config's overrides
     linear: str | None = None  # the linear probe's config (--linear-config, else the column's)
+    # its row's twin in the same column and seed: the run its transfer check is crafted on
+    twin: Cell | None = field(default=None, repr=False, compare=False)
 
 
 def linear_config_of(column: Column, given: str | None) -> str | None:
@@ -142,7 +144,12 @@ def done(cell: Cell) -> bool:
         return False
     robust = robust_protocol(cell)
     return protocol(cell).stored(cell.run_dir) is not None and (
-        robust is None or robust.stored(cell.run_dir, cell.row.finetune) is not None)
+        robust is None or robust.stored(cell.run_dir, cell.row.finetune, twin_dir(cell)) is not None)
+
+
+def twin_dir(cell: Cell) -> Path | None:
+    """The run the cell's transfer check is crafted on (its twin's), None without one."""
+    return None if cell.twin is None else cell.twin.run_dir
 
 
 def estimate(cell: Cell, scale: str) -> float | None:
@@ -225,6 +232,9 @@ def plan(
                               linear=linear_config_of(column, linear_config)))  # fmt: skip
     _check_pairs(spec, scale, cells)
     for cell in cells:
+        cell.twin = next((c for c in cells if c.column is cell.column and c.seed == cell.seed
+                          and c.row.key == cell.row.twin), None)  # fmt: skip
+    for cell in cells:
         if machine:
             check_environment(cell.prep.cfg)
         planned = plan_run(cell.prep.cfg, "new")
@@ -282,4 +292,4 @@ def _check_pairs(spec: Table, scale: str, cells: list[Cell]) -> None:
 
 
 __all__ = ["DEFAULT_SEEDS", "SCALES", "Cell", "check_evaluations", "done", "estimate", "linear_config_of", "listing", "plan", "row_seeds",
-           "protocol", "robust_protocol", "table"]  # fmt: skip
+           "protocol", "robust_protocol", "table", "twin_dir"]  # fmt: skip

@@ -4,9 +4,12 @@ column's protocol and, in a robust table, robust-evaluates it; each control the 
 control shared by several runs is evaluated once (``campaigns.controls``).
 
 A fine-tuned row (RHCL+AT) shares its base row's run: its job starts once the base row's job has
-ended. A row with a Euclidean twin (RHCL's RoCL) starts once the twin's job has ended, so that
-its gradient-masking diagnostics craft the transfer attack on the twin's evaluated heads; every
-executor honours that order (a cluster submits the jobs in waves).
+ended. A row with a twin of the other geometry (RHCL's RoCL) starts once the twin's job has ended,
+so that its gradient-masking diagnostics craft the transfer attack on the twin's evaluated heads.
+Twins of each other (RoCL and RHCL): the earlier row's job evaluates without the transfer check,
+and a job of its own (``<run>-transfer``), after the later row's, adds it (every other evaluation
+and check is cached, so it costs the transfer attack alone). Every executor honours that order (a
+cluster submits the jobs in waves).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from solo_hyper.campaigns.controls import Request
 from solo_hyper.evaluation.controls import PIXELS, UNTRAINED
 from solo_hyper.launch.jobs import Job
-from solo_hyper.reproduce.cells import Cell, done, protocol, robust_protocol
+from solo_hyper.reproduce.cells import Cell, done, protocol, robust_protocol, twin_dir
 
 
 def job_names(cells: list[Cell]) -> dict[int, str]:
@@ -35,7 +38,8 @@ def _file_part(text: str) -> str:
 def cell_jobs(cells: list[Cell], device: str = "auto") -> list[Job]:
     """The jobs of the cells that are not done (trained, evaluated, robust-evaluated); a job
     whose run another job also trains or evaluates, or whose row has a twin, starts once that
-    one has ended."""
+    one has ended; the earlier of two mutual twins gets its transfer check from a job of its own
+    (module docstring)."""
     jobs, names = [], job_names(cells)
     for index, cell in enumerate(cells):
         if done(cell):
@@ -43,15 +47,29 @@ def cell_jobs(cells: list[Cell], device: str = "auto") -> list[Job]:
         steps = [protocol(cell, device).step()]
         after = [names[id(c)] for c in cells[:index] if c.run_dir == cell.run_dir]
         robust = robust_protocol(cell)
-        if robust is not None:
-            twins = [c for c in cells if c.column is cell.column and c.seed == cell.seed
-                     and c.row.key == cell.row.twin]  # fmt: skip
-            after += [names[id(c)] for c in twins]
-            steps.append(robust.step(cell.row.finetune, twins[0].run_dir if twins else None))
         title = f"{cell.row.key} ({cell.column.name}) seed {cell.seed}"
+        deferred = robust is not None and _waits_for_its_twin(cell, cells)
+        if robust is not None:
+            if cell.twin is not None and not deferred:
+                after.append(names[id(cell.twin)])
+            steps.append(robust.step(cell.row.finetune, None if deferred else twin_dir(cell)))
         jobs.append(Job(names[id(cell)], cell.run_dir, cell.prep.cfg, tuple(steps), tuple(after),
                         title=title))  # fmt: skip
+        if deferred:
+            jobs.append(Job(f"{names[id(cell)]}-transfer", cell.run_dir, cell.prep.cfg,
+                            (robust.step(cell.row.finetune, twin_dir(cell)),),
+                            (names[id(cell)], names[id(cell.twin)]), title=f"{title}: transfer check"))  # fmt: skip
     return jobs
+
+
+def _waits_for_its_twin(cell: Cell, cells: list[Cell]) -> bool:
+    """Whether the cell's transfer check waits for a later job: its twin names its row as twin
+    too and comes after it."""
+    twin = cell.twin
+    if twin is None or twin.twin is not cell:
+        return False
+    order = {id(c): i for i, c in enumerate(cells)}
+    return order[id(twin)] > order[id(cell)]
 
 
 def control_requests(cells: list[Cell], device: str = "auto") -> list[Request]:

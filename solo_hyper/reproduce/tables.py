@@ -53,8 +53,8 @@ class Row:
     claims: tuple[Claim, ...] = ()  # the rows it is compared with (paired differences)
     finetune: bool = False  # RHCL + AT: adversarial fine-tuning of the base row's runs, compared
     # with its baselines' linear evaluations (AT at an attack vs LE and r-LE at the same attack)
-    twin: str = ""  # the Euclidean twin's row (RoCL for RHCL): the robust diagnostics' transfer
-    # attack is crafted on its run of the same seed
+    twin: str = ""  # the twin of the other geometry (RoCL for RHCL, RHCL for RoCL): the robust
+    # diagnostics' transfer attack is crafted on its run of the same seed
     seeds: int = 0  # how many seeds (0, 1, ...) the row trains when --seeds is not given; 0: the
     # campaign's default
 
@@ -220,7 +220,7 @@ def _robust_rows(folder: str, primary_seeds: int = 0) -> tuple[Row, ...]:
     pair (0: the campaign's default, as every other row)."""
     attack = "the adversarial training"
     return (
-        Row("simclr", "SimCLR", f"{folder}/simclr.yaml"),
+        Row("simclr", "SimCLR", f"{folder}/simclr.yaml", twin="hcl"),
         Row("hcl", "HCL", f"{folder}/hcl.yaml", claims=(Claim("simclr", "the geometry", GEOMETRY),),
             twin="simclr"),
         # "SimCLR and HCL are not robust": each robust method against its own recipe without the
@@ -229,7 +229,7 @@ def _robust_rows(folder: str, primary_seeds: int = 0) -> tuple[Row, ...]:
         Row("simclr-rocl-recipe", "SimCLR, RoCL's recipe", f"{folder}/simclr-rocl-recipe.yaml"),
         Row("hcl-rhcl-recipe", "HCL, RHCL's recipe", f"{folder}/hcl-rhcl-recipe.yaml"),
         Row("rocl", "RoCL", f"{folder}/rocl.yaml",
-            claims=(Claim("simclr-rocl-recipe", attack, ATTACK),), seeds=primary_seeds),
+            claims=(Claim("simclr-rocl-recipe", attack, ATTACK),), twin="rhcl", seeds=primary_seeds),
         Row("rhcl", "RHCL", f"{folder}/rhcl.yaml",
             claims=(Claim("rocl", "the geometry", GEOMETRY, primary=RHCL_OVER_ROCL),
                     Claim("hcl-rhcl-recipe", attack, ATTACK)),

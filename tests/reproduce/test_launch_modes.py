@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,11 @@ def test_a_table_is_the_same_whichever_executor_runs_its_jobs(kind, mode, sequen
     assert "| control: raw pixels |" in found["md"]
     if kind == "robust":  # every row measured, the diagnostics' verdicts said
         assert "| RHCL |" in found["md"] and "- RHCL (r-LE): " in found["md"]
+        # each twin's transfer check crafted on the other's run: RoCL's by a job of its own
+        for row, twin in (("rocl", "rhcl"), ("rhcl", "rocl")):
+            (stored,) = (tmp_path / mode / "runs").glob(f"fashionmnist-{row}-t3-s0*/robust/robust_eval.json")
+            saved = json.loads(stored.read_text())
+            assert saved["twin"].startswith(f"fashionmnist-{twin}-t3-s0")
+            checks = [c for d in saved["diagnostics"] for c in d["checks"] if c["name"] == "transfer"]
+            assert len(checks) == 2 and all(c["flagged"] is not None for c in checks)
+            assert all(f"crafted on {saved['twin']}" in c["detail"] for c in checks)

@@ -74,25 +74,38 @@ def test_the_rate_follows_the_runs_precision(precision, bits):
 
 def test_a_robust_tables_jobs_wait_for_their_twin_and_their_base_run(tmp_path):
     """HCL Table 3 as jobs: HCL after SimCLR and RHCL after RoCL (their diagnostics attack from
-    the Euclidean twin), RHCL+AT, which fine-tunes RHCL's run, after RHCL; each job trains,
-    evaluates and robust-evaluates, and a run is trained by one job only; a cluster submits them
-    in that order, wave by wave. Planned without data."""
+    the twin of the other geometry), RHCL+AT, which fine-tunes RHCL's run, after RHCL; SimCLR's
+    and RoCL's transfer checks (crafted on HCL and RHCL) are jobs of their own after their twin's,
+    so that no two jobs wait for each other. Each job trains, evaluates and robust-evaluates, and
+    a run is trained by one job only; a cluster submits them in that order, wave by wave.
+    Planned without data."""
     from solo_hyper.launch.jobs import waves
     from solo_hyper.reproduce import cells, jobs
 
     planned = cells.plan("hcl-table3", "cpu", seeds=[0], out=str(tmp_path), machine=False)
     todo = jobs.cell_jobs(planned)
     by_name = {j.name: j for j in todo}
-    assert by_name["fashionmnist-hcl-t3-s0"].after == ("fashionmnist-simclr-t3-s0",)
-    assert by_name["fashionmnist-rhcl-t3-s0"].after == ("fashionmnist-rocl-t3-s0",)
-    assert set(by_name["fashionmnist-rhcl-t3-s0-finetune"].after) == {
-        "fashionmnist-rhcl-t3-s0", "fashionmnist-rocl-t3-s0"}
-    assert by_name["fashionmnist-rocl-t3-s0"].after == ()
-    assert all(len(j.steps) == 2 for j in todo)  # evaluation, robust evaluation
+    run = {key: f"fashionmnist-{key}-t3-s0" for key in ("simclr", "hcl", "rocl", "rhcl")}
+    assert by_name[run["hcl"]].after == (run["simclr"],)
+    assert by_name[run["rhcl"]].after == (run["rocl"],)
+    assert set(by_name[f"{run['rhcl']}-finetune"].after) == {run["rhcl"], run["rocl"]}
+    assert by_name[run["rocl"]].after == () and by_name[run["simclr"]].after == ()
+    for first, second in (("simclr", "hcl"), ("rocl", "rhcl")):
+        transfer = by_name[f"{run[first]}-transfer"]
+        assert set(transfer.after) == {run[first], run[second]}
+        assert transfer.run_dir == by_name[run[first]].run_dir and len(transfer.steps) == 1
+        # the first job evaluates without its twin, the transfer job with it; the second with the first
+        assert transfer.steps[0].keywords["twin"] == str(by_name[run[second]].run_dir)
+        assert by_name[run[first]].steps[1].keywords["twin"] is None
+        assert by_name[run[second]].steps[1].keywords["twin"] == str(by_name[run[first]].run_dir)
+    main = [j for j in todo if not j.name.endswith("-transfer")]
+    assert all(len(j.steps) == 2 for j in main)  # evaluation, robust evaluation
     # seven rows, six runs: the fine-tuning's job reuses RHCL's run
-    assert len(todo) == 7 and len({j.run_dir for j in todo}) == 6
-    assert by_name["fashionmnist-rhcl-t3-s0-finetune"].run_dir == by_name["fashionmnist-rhcl-t3-s0"].run_dir
+    assert len(main) == 7 and len({j.run_dir for j in main}) == 6 and len(todo) == 9
+    assert by_name[f"{run['rhcl']}-finetune"].run_dir == by_name[run["rhcl"]].run_dir
     names = jobs.job_names(planned)
     row = {names[id(c)]: c.row.key for c in planned}
+    row.update({f"{name}-transfer": f"{key} transfer" for name, key in row.items()})
     assert [sorted(row[j.name] for j in wave) for wave in waves(todo)] == [
-        ["hcl-rhcl-recipe", "rocl", "simclr", "simclr-rocl-recipe"], ["hcl", "rhcl"], ["rhcl-at"]]
+        ["hcl-rhcl-recipe", "rocl", "simclr", "simclr-rocl-recipe"], ["hcl", "rhcl"],
+        ["rhcl-at", "rocl transfer", "simclr transfer"]]

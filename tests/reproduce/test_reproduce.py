@@ -532,12 +532,14 @@ def test_ebclr_table2_at_a_tiny_budget_fills_every_cell(tmp_path, capsys, mnist_
 
 def test_autoattack_columns_masking_marks_and_twins_of_hcl_table3():
     """HCL Table 3 carries robust-eval's AutoAttack columns beside PGD's, marks the robust columns
-    of a model its diagnostics flagged, and names RoCL as RHCL's Euclidean twin (SimCLR as
-    HCL's), whose run the transfer attack is crafted on (the jobs' order: test_planning.py)."""
+    of a model its diagnostics flagged, and names the twins of the other geometry (RoCL and RHCL,
+    SimCLR and HCL, each the other's; RoCL for RHCL+AT), whose run the transfer attack is crafted
+    on (the jobs' order: test_planning.py)."""
     spec = TABLES["hcl-table3"]
     column = spec.scales["cpu"][0]
     rows = {r.key: r for r in column.rows}
-    assert (rows["rhcl"].twin, rows["hcl"].twin, rows["rhcl-at"].twin) == ("rocl", "simclr", "rocl")
+    twins = {key: rows[key].twin for key in ("simclr", "hcl", "rocl", "rhcl", "rhcl-at")}
+    assert twins == {"simclr": "hcl", "hcl": "simclr", "rocl": "rhcl", "rhcl": "rocl", "rhcl-at": "rocl"}
     cells = []
     for seed in (0, 1):
         for key in ("rocl", "rhcl"):

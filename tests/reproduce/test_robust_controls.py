@@ -3,6 +3,7 @@ robust protocol, and --robust-set (the robust config's overrides, e.g. PGD only 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -172,3 +173,29 @@ def test_the_dry_run_counts_the_controls_a_campaign_will_evaluate(tmp_path):
     assert "controls:" not in planning.dry_run_text("hcl-table3", "cpu", cells, str(tmp_path), False)
     linear = plan("hcl-table1", "cpu", seeds=[0, 1], out=str(tmp_path), columns=["MNIST"])
     assert planning.control_estimate(linear, "cpu") == (2, 1, 3 * CPU_EVAL_S)
+
+
+@pytest.mark.parametrize("diagnosed", [True, False])
+def test_a_stored_evaluation_is_reused_only_with_the_transfer_check_the_campaign_asks(tmp_path, diagnosed):
+    """A run's stored robust evaluation stands for the campaign's only when its transfer check was
+    crafted on the twin the campaign names (by run name: the folder may move), or when no twin is
+    asked of it; without diagnostics the twin does not enter (there is no transfer check)."""
+    overrides = [*TINY_ROBUST[:-1], f"evaluation.diagnostics.enabled={str(diagnosed).lower()}"]
+    raw = robust_runs.robust_config(CONFIG, overrides)["raw"]
+    folder = tmp_path / "rocl-s0" / "robust"
+    folder.mkdir(parents=True)
+    twin = tmp_path / "elsewhere" / "rhcl-s0"
+
+    def stored(made_with: str | None, asked: Path | None):
+        (folder / "robust_eval.json").write_text(json.dumps({"rows": [{"protocol": "LE"}], "config": raw,
+                                                             "twin": made_with}))  # fmt: skip
+        return robust_runs.stored_rows(folder.parent, CONFIG, overrides, False, asked)
+
+    assert stored(None, None) == [{"protocol": "LE"}]
+    if diagnosed:
+        assert stored("rhcl-s0", twin) == [{"protocol": "LE"}]
+        assert stored(None, twin) is None  # the transfer check is missing
+        assert stored("rhcl-s1", twin) is None  # crafted on another run
+        assert stored("rhcl-s0", None) is None  # a check the campaign did not ask for
+    else:  # robust-eval stores no twin without diagnostics
+        assert stored(None, twin) == [{"protocol": "LE"}]
