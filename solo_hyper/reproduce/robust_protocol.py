@@ -11,7 +11,11 @@ attack everywhere else, all on one fixed class-stratified subset of test images
   at 8/255 for every row, head and control (the rows of part a too, so that every pair of the
   table, the clean pairs included, has one attack in common beyond PGD); the standard version at
   0.1 (the Fashion-MNIST literature's radius) for RoCL and RHCL, every diagnostic at 0.1;
-- c: the standard version at 16/255 for RoCL and RHCL, every diagnostic at 16/255.
+- c: the standard version at 16/255 for RoCL and RHCL, every diagnostic at 16/255;
+- d, the claim: RoCL and RHCL under every attack of a-c at once, all read from their caches (run
+  after them; it attacks nothing they did not): one table in which the primary claim (r-LE,
+  AutoAttack at 8/255) stands beside one exploratory family, Holm-adjusted over every other head,
+  radius and attack of the pair, rather than one family per part.
 
 Every radius that carries a verdict of RHCL - RoCL is thus attacked by the full standard
 AutoAttack and checked by every gradient-masking diagnostic at that radius.
@@ -74,6 +78,7 @@ class Job:
     overrides: tuple[str, ...]
     controls: bool = False
     attack: str = "APGD"  # the cost class of its added attack (CPU_S_PER_IMAGE)
+    cached: bool = False  # every evaluation it reads was made by the earlier parts: costs none
 
     @property
     def heads(self) -> tuple[str, ...]:
@@ -105,6 +110,11 @@ PARTS: dict[str, tuple[Part, ...]] = {
         Part("c", "AutoAttack (standard) and every diagnostic at 16/255 for RoCL and RHCL", (
             Job(PRIMARY_PAIR, (*COMMON, NO_AA_8, AA_16, _diagnosed_at("16/255")), attack="AA"),
         )),
+        Part("d", "the claim: RoCL and RHCL under every attack of a-c in one table (read from "
+             "their caches; run after them): the primary claim and one exploratory family", (
+            Job(PRIMARY_PAIR, (f"evaluation.images={IMAGES}", AA_8, AA_16, AA_01, APGD_8), attack="AA",
+                cached=True),
+        )),
     ),
 }  # fmt: skip
 
@@ -135,7 +145,10 @@ def job_models(job: Job, seeds: dict[str, int], finetuned: frozenset[str] = froz
 
 def job_seconds(job: Job, seeds: dict[str, int]) -> float:
     """CPU seconds of a job on one thread with nothing cached: per model its head, the PGD
-    columns and the added attack on IMAGES images, and the diagnostics."""
+    columns and the added attack on IMAGES images, and the diagnostics; none for a job that
+    reads the earlier parts' evaluations."""
+    if job.cached:
+        return 0.0
     per_image = PGD_COLUMNS * CPU_S_PER_IMAGE["PGD-20"] + CPU_S_PER_IMAGE[job.attack]
     return job_models(job, seeds) * (CPU_HEAD_S + IMAGES * per_image + CPU_DIAGNOSTICS_S)
 
@@ -172,8 +185,9 @@ def estimate_text(table: str, given: list[int] | None = None, chosen: str | None
         seconds = sum(job_seconds(j, seeds) for j in p.jobs)
         models = sum(job_models(j, seeds) for j in p.jobs)
         mark = " <- this run" if p.key == chosen else ""
-        lines.append(f"  part {p.key}: {p.title}: {models} model evaluations, est. "
-                     f"{duration(seconds)}{mark}")  # fmt: skip
+        cost = ("nothing new after the parts before it" if all(j.cached for j in p.jobs)
+                else f"est. {duration(seconds)}")  # fmt: skip
+        lines.append(f"  part {p.key}: {p.title}: {models} model evaluations, {cost}{mark}")
         for j in p.jobs:
             lines.append(f"    {command(table, j)}")
     return "\n".join(lines)

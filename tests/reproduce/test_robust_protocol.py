@@ -25,7 +25,7 @@ def _diagnostics_eps(job) -> float:
 
 
 def test_the_parts_attack_as_the_protocol_says():
-    a, b, c = robust_protocol.parts("hcl-table3")
+    a, b, c, _ = robust_protocol.parts("hcl-table3")
     rows = {r.key for column in TABLES["hcl-table3"].scales["cpu"] for r in column.rows}
     for part in (a, b, c):
         for job in part.jobs:
@@ -47,7 +47,7 @@ def test_every_radius_of_rhcl_minus_rocl_gets_the_standard_autoattack_and_every_
     """RoCL and RHCL under the full standard AutoAttack and the diagnostics at each radius the
     table reads a verdict at (8/255, 16/255, 0.1); RHCL+AT under the full standard version."""
     jobs = [j for p in robust_protocol.parts("hcl-table3") for j in p.jobs]
-    pair = [j for j in jobs if set(j.rows) == {"rocl", "rhcl"}]
+    pair = [j for j in jobs if set(j.rows) == {"rocl", "rhcl"} and not j.cached]  # d: below
     radii = {spec.eps for j in pair for spec in _autoattacks(j) if spec.version == "standard"}
     assert radii == {8 / 255, 16 / 255, 0.1}
     for job in pair:  # the diagnostics run at the radius the job's AutoAttack attacks
@@ -57,11 +57,32 @@ def test_every_radius_of_rhcl_minus_rocl_gets_the_standard_autoattack_and_every_
     assert any(s.version == "standard" for j in at for s in _autoattacks(j))
 
 
+def test_the_claim_part_reads_every_attack_of_the_pair_and_attacks_nothing_new():
+    """Part d puts RoCL and RHCL under every attack the parts before it ran on them (so that the
+    primary claim and every other comparison of the pair are one table, one exploratory family),
+    with the heads and images of theirs (every evaluation read from the caches), priced at
+    nothing."""
+    *earlier, claim = robust_protocol.parts("hcl-table3")
+    (job,) = claim.jobs
+    assert job.rows == robust_protocol.PRIMARY_PAIR and job.cached and not job.controls
+    before = [j for p in earlier for j in p.jobs if set(j.rows) & set(job.rows)]
+    ran = {(name, repr(spec)) for j in before
+           for name, spec in robust_config(CONFIG, j.overrides)["attacks"].items()}  # fmt: skip
+    reads = {(name, repr(spec)) for name, spec in robust_config(CONFIG, job.overrides)["attacks"].items()}
+    assert reads == ran
+    raw = robust_config(CONFIG, job.overrides)["raw"]
+    assert all(robust_config(CONFIG, j.overrides)["raw"]["linear"] == raw["linear"] for j in before
+               if "linear.robust=false" not in j.overrides)  # the same heads: cached  # fmt: skip
+    assert raw["evaluation"]["images"] == 500
+    assert robust_protocol.job_seconds(job, robust_protocol.seed_counts("hcl-table3")) == 0.0
+    assert "part d: the claim" in robust_protocol.estimate_text("hcl-table3", [0])
+
+
 def test_the_estimate_prices_every_part_by_the_attack_it_runs():
     """Each job is priced at the cost class of the AutoAttack its config really runs (the
     standard version at AA's, its first two stages at APGD's)."""
     for part in robust_protocol.parts("hcl-table3"):
-        for job in part.jobs:
+        for job in (j for j in part.jobs if not j.cached):  # the claim's part: at nothing
             versions = {s.version for s in _autoattacks(job)}
             assert job.attack == ("AA" if versions == {"standard"} else "APGD"), (part.key, job.rows)
 
@@ -72,15 +93,15 @@ def test_the_estimate_prices_every_part_and_names_its_commands():
     part_a = next(line for line in lines if line.startswith("  part a:"))
     # RoCL, RHCL: 2 heads x 3 seeds each; SimCLR, HCL: LE x 3; RHCL+AT: its AT model x 3
     assert "21 model evaluations" in part_a and part_a.endswith("<- this run")
-    assert sum(line.startswith("  part ") for line in lines) == 3
+    assert sum(line.startswith("  part ") for line in lines) == 4
     assert sum("python -m solo_hyper reproduce hcl-table3 --scale cpu --rows" in line
-               for line in lines) == 6  # fmt: skip
+               for line in lines) == 7  # fmt: skip
     # the table's own seeds: RoCL and RHCL five
     mine = robust_protocol.estimate_text("hcl-table3")
     assert "rocl 5, rhcl 5" in mine and "simclr 3" in mine
     assert "29 model evaluations" in next(x for x in mine.splitlines() if x.startswith("  part a:"))
     # the AutoAttack part costs more per model than the APGD part
-    a, b, _ = robust_protocol.parts("hcl-table3")
+    a, b, *_ = robust_protocol.parts("hcl-table3")
     seeds = robust_protocol.seed_counts("hcl-table3", [0, 1, 2])
     per_model = [robust_protocol.job_seconds(p.jobs[0], seeds) / robust_protocol.job_models(p.jobs[0], seeds)
                  for p in (a, b)]  # fmt: skip
@@ -88,8 +109,8 @@ def test_the_estimate_prices_every_part_and_names_its_commands():
 
 
 def test_bad_parts_are_refused_with_the_fix():
-    with pytest.raises(ConfigError, match="has no part 'd'.*its parts are a, b, c"):
-        robust_protocol.part("hcl-table3", "d")
+    with pytest.raises(ConfigError, match="has no part 'e'.*its parts are a, b, c, d"):
+        robust_protocol.part("hcl-table3", "e")
     with pytest.raises(ConfigError, match="the tables with one: hcl-table3"):
         robust_protocol.part("hcl-table1", "a")
 
