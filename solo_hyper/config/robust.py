@@ -20,6 +20,7 @@ from solo_hyper.config.schema import Schema
 _TRAINING = {"epochs": 150, "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
              "milestones": [30, 50, 100], "gamma": 0.1}  # fmt: skip
 _TRAIN_ATTACK = {"eps": "8/255", "alpha": 0.007, "steps": 10, "random_start": True}
+SOLVERS = ("sgd", "logistic")  # LE's fit (linear.solver)
 
 ROBUST_DEFAULTS: dict[str, Any] = {
     "seed": 0,
@@ -31,8 +32,10 @@ ROBUST_DEFAULTS: dict[str, Any] = {
     # standardize: SGD sees the features standardised by the clean training features' statistics
     # (the head stays linear on the features: evaluation/adversarial.py StandardizedLinear), so a
     # short schedule converges on any network, an untrained control's included; false: RoCL's
-    # head on raw features
-    "linear": {"standard": True, "robust": True, "standardize": True, **_TRAINING,
+    # head on raw features. solver: LE's fit, sgd (the schedule below, RoCL's) or logistic (the
+    # L2-regularised logistic regression solved to convergence, C chosen on a held-out tenth:
+    # metrics/logistic.py); r-LE is SGD either way (its examples depend on the head)
+    "linear": {"standard": True, "robust": True, "standardize": True, "solver": "sgd", **_TRAINING,
                "attack": dict(_TRAIN_ATTACK)},  # fmt: skip
     # RHCL+AT: supervised adversarial fine-tuning of encoder + head (Madry et al.)
     "finetune": {**_TRAINING, "attack": dict(_TRAIN_ATTACK)},
@@ -186,7 +189,8 @@ ROBUST_DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "linear.standard": ("bool", "train LE: a linear head on the frozen encoder's features of clean images"),
     "linear.robust": ("bool", "train r-LE: a linear head on the features of PGD images (linear.attack)"),
     "linear.standardize": ("bool", "the heads' SGD sees features standardised by the clean training features' statistics (the head stays linear); false: raw features, RoCL's head"),
-    "linear.epochs": ("int", "epochs of SGD for each head"),
+    "linear.solver": ("str", "how LE is fitted: sgd (the schedule of linear.epochs, RoCL's) or logistic (L2-regularised logistic regression on the standardised features solved to convergence, its L2 strength chosen on a held-out tenth of the training images; metrics/logistic.py); r-LE always trains by SGD"),
+    "linear.epochs": ("int", "epochs of SGD for each head (LE under solver: sgd; r-LE always)"),
     "linear.lr": ("float", "learning rate of the heads"),
     "linear.momentum": ("float", "SGD momentum of the heads"),
     "linear.weight_decay": ("float", "weight decay of the heads"),
@@ -242,6 +246,9 @@ def load(path: str | None, overrides: list[str] = ()) -> dict:
     for key in ("standard", "robust", "standardize"):
         if not isinstance(raw["linear"][key], bool):
             raise ConfigError(f"linear.{key} must be true or false, got {raw['linear'][key]!r}")
+    if raw["linear"]["solver"] not in SOLVERS:
+        raise ConfigError(f"linear.solver must be one of {', '.join(SOLVERS)}, got "
+                          f"{raw['linear']['solver']!r}{closest(str(raw['linear']['solver']), list(SOLVERS))}")  # fmt: skip
     return {
         "raw": raw,
         "device": device,

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from solo_hyper.attacks import eps_text, eval_mode, pgd_linf
+from solo_hyper.metrics.logistic import fit_probe
 
 if TYPE_CHECKING:
     from solo_hyper.evaluation.autoattack import AutoAttackSpec
@@ -180,8 +181,10 @@ def train_linear_head(
     attack: PGDSpec | None = None,
     seed: int = 0,
     standardize: bool = True,
+    solver: str = "sgd",
 ) -> list[float]:
-    """Trains ``model.head`` on the frozen encoder; returns the mean loss of each epoch.
+    """Trains ``model.head`` on the frozen encoder; returns the mean loss of each epoch (for
+    ``solver="logistic"``: the fit's one training loss).
 
     ``attack=None`` (LE): features of the un-augmented images are computed once (the encoder is
     frozen and in eval mode, so they never change) and the head is trained on them in shuffled
@@ -190,7 +193,16 @@ def train_linear_head(
     on those only. ``model.head`` (an ``nn.Linear``) becomes a :class:`StandardizedLinear`
     around it: ``standardize`` uses the clean training features' statistics, False leaves the
     features as they are (RoCL's linear evaluation, bit for bit).
+
+    ``solver="logistic"`` (LE only): the head is the converged L2-regularised logistic regression
+    of ``metrics.logistic.fit_probe`` on the features (standardised by its own statistics, its
+    L2 strength chosen on a held-out tenth), so LE measures the features, not how far a short SGD
+    schedule got: on a pretrained encoder a few epochs of SGD stop several points short.
     """
+    if solver == "logistic":
+        if attack is not None:
+            raise ValueError("the logistic solver fits LE only: r-LE's examples depend on the head")
+        return _converged_head(model, batches, device, seed)
     model.to(device)
     flags = _frozen(model.encoder)
     losses: list[float] = []
@@ -226,6 +238,27 @@ def train_linear_head(
         _restore(model.encoder, flags)
     model.eval()
     return losses
+
+
+def _converged_head(model: PixelClassifier, batches: Batches, device: torch.device, seed: int) -> list[float]:
+    """LE by the converged logistic probe (``train_linear_head``'s ``solver="logistic"``)."""
+    model.to(device)
+    flags = _frozen(model.encoder)
+    try:
+        feats, labels = extract_features(model, batches, device)
+    finally:
+        _restore(model.encoder, flags)
+    classes = model.head.out_features
+    probe = fit_probe(feats, labels, classes, seed=seed)
+    linear = nn.Linear(feats.shape[1], classes).to(device)
+    with torch.no_grad():
+        linear.weight.copy_(probe.fit.weight.T.float())
+        linear.bias.copy_(probe.fit.bias.float())
+    model.head = StandardizedLinear(linear, probe.scale.mean.float(), probe.scale.std.float())
+    model.eval()
+    with torch.no_grad():
+        loss = F.cross_entropy(model.head(feats), labels)
+    return [float(loss)]
 
 
 def adversarial_finetune(

@@ -219,6 +219,14 @@ def _twin_classifier(twin: str | None, protocol: str, num_classes: int) -> Pixel
     return classifier.eval()
 
 
+def _head_keys(linear: dict, standard: bool) -> dict:
+    """The keys a head depends on, its cache's: an SGD head's schedule (and r-LE's attack), the
+    logistic LE's solver alone."""
+    if standard and linear["solver"] == "logistic":
+        return {"solver": "logistic"}
+    return {k: v for k, v in linear.items() if k not in ("standard", "robust", "solver")}
+
+
 def _twin_name(twin: str) -> str:
     """The twin as the stored evaluation names it: its run directory's name (where it lies may
     differ between machines)."""
@@ -261,16 +269,17 @@ def robust_eval(
     for protocol, attack in protocols:
         start = time.perf_counter()
         # the head depends on its schedule (and r-LE on its attack), not on which heads run
-        model = {"protocol": protocol, "linear": {k: v for k, v in raw["linear"].items()
-                                                  if k not in ("standard", "robust")}}  # fmt: skip
+        model = {"protocol": protocol, "linear": _head_keys(raw["linear"], attack is None)}
         classifier = run.classifier(seed).to(device)
         stored = cache.load_torch("head", model)
         if stored is None:
-            log(f"{protocol}: training the linear head ({_epochs(rcfg['linear'].epochs)}) on "
-                f"{device}")  # fmt: skip
+            how = ("fitting the converged logistic head" if "solver" in model["linear"]
+                   else f"training the linear head ({_epochs(rcfg['linear'].epochs)})")
+            log(f"{protocol}: {how} on {device}")
             with attacked_at_inference_speed(classifier, device):  # the encoder stays frozen
                 losses = train_linear_head(classifier, run.train, rcfg["linear"], device, attack,
-                                           seed, standardize=raw["linear"]["standardize"])  # fmt: skip
+                                           seed, standardize=raw["linear"]["standardize"],
+                                           solver=raw["linear"]["solver"] if attack is None else "sgd")  # fmt: skip
             stored = {"state": {k: v.detach().cpu() for k, v in classifier.head.state_dict().items()},
                       "losses": losses}  # fmt: skip
             cache.save_torch("head", model, stored)

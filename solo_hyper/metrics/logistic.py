@@ -311,11 +311,25 @@ def best_c(holdout_acc: dict[float, float]) -> float:
     return max(holdout_acc, key=lambda c: (holdout_acc[c], -c))
 
 
-def logistic_probe(
+@dataclass
+class Probe:
+    """A fitted probe: the training statistics it standardises with, its converged fit on the
+    standardised features, the chosen C and the held-out accuracy of each C tried."""
+
+    scale: Standardizer
+    fit: LogisticFit
+    c: float
+    holdout_acc1: dict[float, float] = field(default_factory=dict)
+    path_iterations: int = 0
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fit.logits(self.scale(x))
+
+
+def fit_probe(
     train_x: torch.Tensor,
     train_y: torch.Tensor,
-    test_x: torch.Tensor,
-    test_y: torch.Tensor,
+    num_classes: int,
     c_grid: Sequence[float] = DEFAULT_C_GRID,
     holdout: float = DEFAULT_HOLDOUT,
     max_iter: int = DEFAULT_MAX_ITER,
@@ -323,16 +337,13 @@ def logistic_probe(
     seed: int = 0,
     c_max: float = DEFAULT_C_MAX,
     report: Callable[[str], None] | None = None,
-) -> ProbeResult:
-    """Chooses C on a held-out part of the training split, refits on all of it, scores the test.
-
-    A single-value grid skips the selection (and the growth). ``report`` receives a line per
-    solve (progress).
-    """
-    train_y, test_y = train_y.long(), test_y.long()
-    num_classes = int(max(train_y.max(), test_y.max())) + 1
+) -> Probe:
+    """Chooses C on a held-out part of the training split and refits on all of it, to
+    convergence. A single-value grid skips the selection (and the growth). ``report`` receives a
+    line per solve (progress)."""
+    train_y = train_y.long()
     scale = Standardizer.fit(train_x)
-    x, tx = scale(train_x), scale(test_x)
+    x = scale(train_x)
     if report is not None:
         report(f"{len(train_y)} x {x.shape[1]} features, C from {sorted(c_grid)} (up to {c_max:g})")
     holdout_acc: dict[float, float] = {}
@@ -355,14 +366,36 @@ def logistic_probe(
                          max_iter, tolerance, start)  # fmt: skip
     if report is not None:
         report(f"refit at C={best:g} on all {len(train_y)} rows ({final.iterations} iterations)")
-    test_logits = final.logits(tx)
+    return Probe(scale, final, best, holdout_acc, path_iterations)
+
+
+def logistic_probe(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    c_grid: Sequence[float] = DEFAULT_C_GRID,
+    holdout: float = DEFAULT_HOLDOUT,
+    max_iter: int = DEFAULT_MAX_ITER,
+    tolerance: float = DEFAULT_TOLERANCE,
+    seed: int = 0,
+    c_max: float = DEFAULT_C_MAX,
+    report: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    """Chooses C on a held-out part of the training split, refits on all of it, scores the test
+    (``fit_probe``)."""
+    train_y, test_y = train_y.long(), test_y.long()
+    num_classes = int(max(train_y.max(), test_y.max())) + 1
+    probe = fit_probe(train_x, train_y, num_classes, c_grid, holdout, max_iter, tolerance, seed,
+                      c_max, report)  # fmt: skip
+    test_logits = probe.logits(test_x)
     return ProbeResult(
         acc1=topk_accuracy(test_logits, test_y, 1),
         acc5=topk_accuracy(test_logits, test_y, 5),
-        train_acc1=topk_accuracy(final.logits(x), train_y, 1),
-        c=best,
-        holdout_acc1=holdout_acc,
-        iterations=final.iterations,
-        converged=final.converged,
-        path_iterations=path_iterations,
+        train_acc1=topk_accuracy(probe.logits(train_x), train_y, 1),
+        c=probe.c,
+        holdout_acc1=probe.holdout_acc1,
+        iterations=probe.fit.iterations,
+        converged=probe.fit.converged,
+        path_iterations=probe.path_iterations,
     )

@@ -226,6 +226,38 @@ def test_a_short_schedule_converges_on_an_untrained_network_as_scikit_learn_does
     assert accuracy[False] < sklearn - 15.0, (accuracy, sklearn)
 
 
+def test_the_logistic_solver_fits_le_at_scikit_learns_optimum(fmnist):
+    """linear.solver=logistic: LE is the converged L2-regularised logistic regression on the
+    frozen features, the same function of the features as scikit-learn's LogisticRegression at
+    the C the held-out choice picked (an independent solver of the same objective), as a head the
+    attacks go through (pixels -> encoder -> standardised linear head); the encoder untouched."""
+    from solo_hyper.metrics.logistic import fit_probe
+
+    train, val = fmnist
+    model = tiny_classifier()
+    adversarial_finetune(model, train, Schedule(epochs=3, milestones=()), CPU, PGDSpec(0, 0, 0))
+    model.head.reset_parameters()
+    before = encoder_state(model)
+    losses = train_linear_head(model, train, Schedule(), CPU, seed=0, solver="logistic")
+    assert len(losses) == 1 and 0.0 < losses[0] < 2.3
+    assert all(torch.equal(before[k], v) for k, v in model.encoder.state_dict().items())
+    xtr, ytr = extract_features(model, train, CPU)
+    xte, _ = extract_features(model, val, CPU)
+    chosen = fit_probe(xtr, ytr, 10, seed=0).c
+    scaler = StandardScaler().fit(xtr.double().numpy())
+    reference = LogisticRegression(C=chosen, max_iter=20000, tol=1e-8).fit(scaler.transform(xtr.double().numpy()),
+                                                                           ytr.numpy())  # fmt: skip
+    theirs = torch.from_numpy(reference.predict_proba(scaler.transform(xte.double().numpy())))
+    with torch.no_grad():
+        ours = model.head(xte).double().softmax(1)
+        through_pixels = model(torch.cat([x for x, _ in val()])).double().softmax(1)
+    assert (ours - theirs).abs().max() < 0.02
+    assert (ours.argmax(1) == theirs.argmax(1)).double().mean() > 0.99
+    assert torch.allclose(through_pixels, ours, atol=1e-5)
+    with pytest.raises(ValueError, match="LE only"):
+        train_linear_head(tiny_classifier(), train, Schedule(), CPU, PGDSpec(8 / 255, 0.007, 2), solver="logistic")
+
+
 def test_adversarial_finetuning_trains_the_encoder(fmnist):
     train, _ = fmnist
     model = tiny_classifier()
@@ -276,6 +308,7 @@ def test_shipped_robust_configs_parse(path):
         (["data.batch_size=0"], "data.batch_size must be a positive integer"),
         (["device=tpu"], "device must be auto, cpu"),
         (["linear.standard=false", "linear.robust=maybe"], "linear.robust must be true or false"),
+        (["linear.solver=logistics"], "linear.solver must be one of sgd, logistic.*did you mean 'logistic'"),
     ],
 )
 def test_bad_robust_config_is_rejected_with_the_fix(overrides, message):
