@@ -171,13 +171,15 @@ def accuracy_limits(values: list[float], min_span: float = MIN_SPAN) -> tuple[fl
 
 
 def comparison_figure(
-    rows: list[dict], pair_rows: list[dict], path: Path, controls: list[dict] = ()
-) -> tuple[Path, dict[str, list[str]]] | None:
+    rows: list[dict], pair_rows: list[dict], path: Path, controls: list[dict] = (),
+    interval: str = "95% t-interval",
+) -> tuple[Path, dict[str, list[str]]] | None:  # fmt: skip
     """The final offline metrics: per method the seed points and their mean, then in grey the
     ``controls`` (rows labelled ``control: ...``: the untrained backbones, the raw pixels), all
     on one axis of at least ``MIN_SPAN`` points (top row); per pair A - B the mean paired
     difference with its 95% t-interval, hollow and grey where the interval holds 0 (bottom
-    row). Returns the path and {panel title: [series labels]}."""
+    row; ``interval``: what the pairs' intervals are, for the panel's title). Returns the path
+    and {panel title: [series labels]}."""
     metrics = [(k, t) for k, t in OFFLINE_METRICS if any(r.get(k) is not None for r in rows)]
     if not metrics:
         return None
@@ -187,8 +189,13 @@ def comparison_figure(
     methods = list(dict.fromkeys(r["config"] for r in rows))
     short.update({m: m.removeprefix("control: ") for m in methods if m not in short})
     has_pairs = any(p["key"] in dict(metrics) for p in pair_rows)
+    # the pairs' panel grows with their count (two-line labels, half an inch each: 14 pairs legible)
+    most = max((sum(p["key"] == k for p in pair_rows) for k, _ in metrics), default=0)
+    pairs_height = max(3.5, 0.5 * most + 0.8)
     fig, axes = plt.subplots(2 if has_pairs else 1, len(metrics), squeeze=False,
-                             figsize=(4.3 * len(metrics), 7.4 if has_pairs else 3.9))  # fmt: skip
+                             figsize=(max(4.3, 0.3 * len(methods)) * len(metrics),
+                                      3.9 + pairs_height if has_pairs else 3.9),
+                             gridspec_kw={"height_ratios": [3.9, pairs_height]} if has_pairs else None)  # fmt: skip
     colours = plt.get_cmap("tab10")
     drawn: dict[str, list[str]] = {}
     for col, (key, title) in enumerate(metrics):
@@ -236,7 +243,7 @@ def comparison_figure(
         labels = [" -\n".join(short.get(x, x) for x in p["pair"].split(" - ")) for p in pairs]
         ax.set_yticks(range(len(pairs)), labels, fontsize=8)
         ax.set_ylim(-0.7, len(pairs) - 0.3)
-        ax.set_title("A - B, mean paired difference\nwith 95% t-interval (hollow: holds 0)", fontsize=9)
+        ax.set_title(f"A - B, mean paired difference\nwith {interval} (hollow: holds 0)", fontsize=9)
         ax.set(xlabel="percentage points")
         ax.grid(alpha=0.3, axis="x")
     return _save(fig, path), drawn

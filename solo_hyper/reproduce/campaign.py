@@ -18,7 +18,6 @@ The reproduce package, from the top: ``campaign`` -> ``planning`` (dry runs, est
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,12 +101,6 @@ def read_controls(cells: list[Cell], wanted: control_jobs.Plan) -> dict[str, dic
     return {column.name: numbers for column, numbers in zip(columns, found[len(cells):], strict=True)}
 
 
-def _file_safe(name: str) -> str:
-    """A column's name as a file name part: ``MNIST short`` -> ``MNIST_short``, ``MNIST->FMNIST``
-    -> ``MNIST-to-FMNIST`` (no spaces or shell metacharacters in the table's path)."""
-    return re.sub(r"[^A-Za-z0-9+._-]", "_", name.replace("->", "-to-"))
-
-
 def file_tag(epochs, rows, columns, overrides, seeds=None, robust_overrides=()) -> str:
     """A narrowed or shrunk campaign writes its own table (and holds its own lock), never over the
     full one: ``--seeds 0`` must not replace the three-seed table with a one-seed one."""
@@ -115,7 +108,7 @@ def file_tag(epochs, rows, columns, overrides, seeds=None, robust_overrides=()) 
     chosen = tuple(parse_seeds(seeds)) if seeds is not None else DEFAULT_SEEDS
     tag += ("-seeds-" + "+".join(map(str, chosen)) if chosen != DEFAULT_SEEDS else "")
     tag += ("-rows-" + "+".join(rows) if rows else "")
-    tag += ("-columns-" + "+".join(map(_file_safe, columns)) if columns else "")
+    tag += ("-columns-" + "+".join(map(report.file_safe, columns)) if columns else "")
     if overrides:
         tag += "-set" + hashlib.sha256(" ".join(overrides).encode()).hexdigest()[:6]
     if robust_overrides:

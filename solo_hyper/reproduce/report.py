@@ -9,13 +9,14 @@ evaluates.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from solo_hyper.campaigns.compare import machine_note, notes
-from solo_hyper.evaluation import tables
+from solo_hyper.evaluation import plots, tables
 from solo_hyper.evaluation.bootstrap import paired_bootstrap
 from solo_hyper.evaluation.controls import PIXELS, TITLES, UNTRAINED, gain_table, gains
 from solo_hyper.evaluation.robust import MARK, is_attack
@@ -31,14 +32,30 @@ RUN_KEYS = ["linear_acc1", "knn_top1", "linear_protocol", "linear_c", "epochs", 
 
 
 def write_tables(path: Path, spec: Table, scale: str, cells: list[Cell], pixels: dict[str, dict]) -> None:
-    """The table's markdown at ``path`` and its CSV beside it (one line per run: its numbers and
-    robust columns)."""
+    """The table's markdown at ``path``, its CSV beside it (one line per run: its numbers and
+    robust columns) and, for a table read by the linear probe and kNN, one comparison figure per
+    column (``<stem>.png``, ``<stem>-<column>.png`` with several columns): every run beside its
+    controls, each claim's pairs with their intervals."""
+    if not spec.robust:
+        columns = list(dict.fromkeys(c.column for c in cells))
+        for column in columns:
+            group = [c for c in cells if c.column is column]
+            runs, controls, pair_rows = figure_rows(group, pixels.get(column.name))
+            stem = path.stem + (f"-{file_safe(column.name)}" if len(columns) > 1 else "")
+            plots.comparison_figure(runs, pair_rows, path.with_name(f"{stem}.png"), controls,
+                                    "the table's 95% interval (Holm within a claim)")  # fmt: skip
     write_text_atomic(path, markdown(spec, scale, cells, paper.load(), pixels))
     write_text_atomic(path.with_suffix(".csv"), tables.csv_text(
         [{"column": c.column.name, "row": c.row.key, "seed": c.seed, "run": c.result["run_dir"],
           **{k: v for k, v in c.result.items() if k in RUN_KEYS or _robust_column(k)}}
          for c in cells], ["column", "row", "seed", "run", *RUN_KEYS,
                            *dict.fromkeys(k for c in cells for k in c.result if _robust_column(k))]))  # fmt: skip
+
+
+def file_safe(name: str) -> str:
+    """A column's name as a file name part: ``MNIST short`` -> ``MNIST_short``, ``MNIST->FMNIST``
+    -> ``MNIST-to-FMNIST`` (no spaces or shell metacharacters in the table's path)."""
+    return re.sub(r"[^A-Za-z0-9+._-]", "_", name.replace("->", "-to-"))
 
 
 def budget(column: Column, cfg: dict | None = None, batches: list[int] = ()) -> str:
@@ -539,7 +556,9 @@ def across_text(spec: Table, cells: list[Cell], values: PaperValues | None = Non
                                              "interval):", comparisons)]  # fmt: skip
 
 
-def pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) -> list[str]:
+def pair_comparisons(group: list[Cell], metrics, values: PaperValues | None = None) -> list[_Comparison]:
+    """Every claim of the column's rows against its baseline row, on each metric, over the seeds
+    both ran (``values``: the paper's numbers beside them)."""
     values = values or {}
     comparisons = []
     group_rows = list(dict.fromkeys(c.row for c in group))
@@ -561,10 +580,28 @@ def pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) ->
                         a, b, key, base_key, row.title, base.title, title,
                         values.get((column, row.key, key)), values.get((column, base.key, base_key)),
                         family, role))  # fmt: skip
-    comparisons = [c for c in comparisons if c is not None]
+    return [c for c in comparisons if c is not None]
+
+
+def pairs_text(group: list[Cell], metrics, values: PaperValues | None = None) -> list[str]:
+    comparisons = pair_comparisons(group, metrics, values)
     return [*primary_text(group, comparisons), *_table(
         "Paired differences over the seeds both ran (95% Student-t interval; 'within noise' when "
         "it holds 0):", comparisons)]  # fmt: skip
+
+
+def figure_rows(group: list[Cell], pixels: dict | None) -> tuple[list[dict], list[dict], list[dict]]:
+    """The column as ``plots.comparison_figure`` draws it: one row per run (by its row's title),
+    the controls (each distinct untrained network, the raw pixels), and each claim's pair on
+    each linear metric with the interval the table prints (Holm-adjusted within its family)."""
+    runs = [{"config": c.row.title, "seed": c.seed, **c.result} for c in group if c.result]
+    controls = [{**result, "config": f"control: {title}"} for title, results in _controls(group, pixels)
+                for result in results]  # fmt: skip
+    metrics = [(key, title, None) for key, title in LINEAR_METRICS]
+    comparisons = pair_comparisons(group, metrics)
+    pair_rows = [{"pair": f"{c.name_a} - {c.name_b}", "key": c.key, "interval": iv}
+                 for c, iv in zip(comparisons, _intervals(comparisons))]  # fmt: skip
+    return runs, controls, pair_rows
 
 
 def primary_text(group: list[Cell], comparisons: list[_Comparison]) -> list[str]:
@@ -639,5 +676,6 @@ def _best_text(spec: Table, group: list[Cell], metrics, values: PaperValues) -> 
     return [*out, "", *sentences, "", HOLM_NOTE, ""]
 
 
-__all__ = ["across_text", "budget", "control_rows", "diagnostics_text", "gain_text", "markdown", "masked",
-           "metric_columns", "pairs_text", "primary_text", "write_tables"]  # fmt: skip
+__all__ = ["across_text", "budget", "control_rows", "diagnostics_text", "file_safe", "figure_rows",
+           "gain_text", "markdown", "masked", "metric_columns", "pair_comparisons", "pairs_text", "primary_text",
+           "write_tables"]  # fmt: skip

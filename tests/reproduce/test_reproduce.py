@@ -474,6 +474,33 @@ def test_ebclr_table1_reads_every_baseline_through_holm_adjusted_intervals():
                              paper.load())  # fmt: skip
     assert "(linear top-1): **not resolved**: within noise against MoCo v2 (Holm-adjusted over 4" in text
 
+def test_the_baselines_table_draws_every_row_beside_its_controls_and_the_adjusted_pairs(tmp_path):
+    """reproduce's comparison figure (the compare command's, plots.comparison_figure): each row's
+    seeds, then the controls, and HCL against each baseline with the interval the table prints,
+    the Holm-adjusted one of the claim's family."""
+    from solo_hyper.evaluation.stats import paired_interval
+
+    rows = [r.key for r in TABLES["baselines"].scales["cpu"][0].rows]
+    accuracy = {key: [80.0 + 0.1 * i + e for e in (0.0, 0.4, -0.3)] for i, key in enumerate(rows)}
+    accuracy["hcl"] = [82.0, 82.6, 81.9]
+    cells = seeded_cells("baselines", accuracy)
+    for cell in cells:
+        cell.untrained = {"run_dir": f"untrained-s{cell.seed}", "linear_acc1": 78.0 + cell.seed,
+                          "knn_top1": 70.0}  # fmt: skip
+    pixels = {"run_dir": "pixels", "linear_acc1": 84.0, "knn_top1": 85.0}
+    runs, controls, pairs = report.figure_rows(cells, pixels)
+    assert len(runs) == 3 * len(rows) and {r["config"] for r in runs} == {c.row.title for c in cells}
+    assert [c["config"] for c in controls] == ["control: untrained backbone"] * 3 + ["control: raw pixels"]
+    linear = [p for p in pairs if p["key"] == "linear_acc1"]
+    assert len(linear) == len(rows) - 1 and all(p["pair"].startswith("HCL - ") for p in linear)
+    lone = paired_interval(accuracy["hcl"], accuracy["simclr"])
+    adjusted = next(p["interval"] for p in linear if p["pair"] == "HCL - SimCLR")
+    assert adjusted.mean == pytest.approx(lone.mean) and adjusted.high - adjusted.low > lone.high - lone.low
+    path = tmp_path / "baselines-cpu.md"
+    report.write_tables(path, TABLES["baselines"], "cpu", cells, {"Fashion-MNIST": pixels})
+    assert path.with_suffix(".png").stat().st_size > 10_000
+
+
 def test_ebclr_table2_is_runnable_and_reuses_table1s_runs(tmp_path, capsys):
     """EBCLR's transfer table is listed as runnable; each direction's runs are Table 1's runs of
     the source dataset (the same names and config hashes: trained once, evaluated twice)."""
