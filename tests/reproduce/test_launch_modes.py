@@ -1,5 +1,5 @@
 """A campaign's cells and controls are jobs, whichever runs them: a tiny table of each kind (a
-linear table as ``compare`` makes, a robust table, a transfer table) comes out the same to the
+linear table as ``compare`` makes, a robust table) comes out the same to the
 last digit in this process (the default) and with ``--jobs 2``, and the linear one with
 ``--executor local`` too (the timing column aside, at the same threads per run)."""
 
@@ -35,8 +35,6 @@ KINDS = {
     # RoCL and its twin RHCL (the diagnostics' transfer needs both); the RHCL+AT row's jobs are
     # planned and run by tests/reproduce/test_reproduce.py, test_planning.py and launch/test_jobs.py
     "robust": ["hcl-table3", "--rows", "rocl", "rhcl", "--robust-set", *TINY_ROBUST],
-    "transfer": ["ebclr-table2", "--columns", "MNIST->FMNIST", "--rows", "simclr", "ebclr",
-                 "--linear-config", "tests/linear-tiny.yaml"],
 }  # fmt: skip
 THREADS = slots(2)[0].threads  # a --jobs 2 worker's share of this machine's cores
 MODES = {
@@ -80,15 +78,17 @@ def sequential(tmp_path_factory) -> dict:
 
 
 # submitit's local executor runs the same jobs as --jobs (launch.dispatch hands both the same Job
-# list): the linear kind goes through both, the robust and transfer kinds through --jobs 2 (CI's
-# time budget; the controls under --executor local: tests/campaigns/test_control_jobs.py)
-CASES = [("linear", "jobs"), ("linear", "local"), ("robust", "jobs"), ("transfer", "jobs")]
+# list): the linear kind goes through both, the robust kind through --jobs 2 (CI's time budget; the
+# controls under --executor local: tests/campaigns/test_control_jobs.py). The transfer kind's jobs
+# are the linear kind's with another evaluated dataset (Protocol.eval_dataset): in this process
+# (tests/reproduce/test_reproduce.py, EBCLR Table 2 at a tiny budget), not again through a pool.
+CASES = [("linear", "jobs"), ("linear", "local"), ("robust", "jobs")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "mode"), CASES)
 def test_a_table_is_the_same_whichever_executor_runs_its_jobs(kind, mode, sequential, tmp_path,
-                                                              fashion_mnist_available, mnist_available):  # fmt: skip
+                                                              fashion_mnist_available):  # fmt: skip
     expected = sequential(kind)
     with contextlib.redirect_stdout(io.StringIO()):
         found = campaign(kind, tmp_path / mode, MODES[mode])
