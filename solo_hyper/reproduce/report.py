@@ -149,13 +149,14 @@ def markdown(
 ) -> str:  # fmt: skip
     """The table's markdown; ``numbers``: every paper number (``paper.load()``); the controls:
     each cell's ``untrained`` numbers and ``pixels`` (column name -> the raw-pixel control)."""
-    parts = [f"# {spec.title}", "", f"Claim ({spec.paper}): {spec.claim}.", ""]
+    source = f" ({spec.paper})" if spec.paper else " (this package's own table)"
+    parts = [f"# {spec.title}", "", f"Claim{source}: {spec.claim}.", ""]
     values: PaperValues = {}
     setting_notes: dict[str, str] = {}
     for column in dict.fromkeys(c.column for c in cells):
         group = [c for c in cells if c.column is column]
-        parts += [f"## {column.name} (scale {scale}; the paper's numbers: its {column.paper_column} "
-                  "column)", "", f"Budget: {budget(column, group[0].prep.cfg, [c.prep.cfg['optimizer']['batch_size'] for c in group])}; "  # fmt: skip
+        beside = f"; the paper's numbers: its {column.paper_column} column" if column.paper_column else ""
+        parts += [f"## {column.name} (scale {scale}{beside})", "", f"Budget: {budget(column, group[0].prep.cfg, [c.prep.cfg['optimizer']['batch_size'] for c in group])}; "  # fmt: skip
                   f"seeds {' '.join(str(s) for s in dict.fromkeys(c.seed for c in group))}.", ""]
         metrics = [m for m in metric_columns(spec, group) if any(m[0] in c.result for c in group)]
         parts.append("| row | " + " | ".join(title for _, title, _ in metrics) + " |")
