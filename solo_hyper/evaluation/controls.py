@@ -34,20 +34,20 @@ PIXELS_SEED = 0  # the raw pixels' config seed, whatever the runs': it draws a s
 TITLES = {UNTRAINED: "untrained backbone", PIXELS: "raw pixels"}
 GAIN_METRICS = (("linear_acc1", "linear top-1"), ("knn_top1", "kNN top-1"))
 FIGURE_METRICS = ("linear_acc1", "knn_top1", "knn_coarse_top1")  # a control's numbers in a figure
-# what the evaluation of a control depends on besides the weights (run_data_config drops subsets)
-EVAL_KEYS = ("data", "augmentations")
 
 
 def _digest(state: dict[str, torch.Tensor], cfg: dict) -> str:
+    """The control's identity: the backbone's initial weights and what its evaluation reads of the
+    config (the data settings but the pretraining subsets, the evaluation view's size: the first
+    crop's), not the pretraining views: two methods whose views differ (ReSSL's teacher view)
+    share the control of their common network."""
     h = hashlib.sha256()
     for key in sorted(state):
         if key.startswith("backbone.") or key.startswith("encoder."):
             h.update(key.encode())
             h.update(state[key].detach().cpu().contiguous().numpy().tobytes())
-    settings = {k: cfg.get(k) for k in EVAL_KEYS}
-    settings["data"] = {k: v for k, v in (settings["data"] or {}).items()
-                        if k not in ("train_subset", "val_subset")}  # fmt: skip
-    settings["backbone"] = cfg["backbone"]
+    settings = {"data": {k: v for k, v in (cfg.get("data") or {}).items() if k not in ("train_subset", "val_subset")},
+                "view": cfg["augmentations"][0]["crop_size"], "backbone": cfg["backbone"]}  # fmt: skip
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return h.hexdigest()[:12]
 

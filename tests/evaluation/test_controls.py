@@ -108,6 +108,19 @@ def test_the_raw_pixels_are_one_control_whatever_the_seeds(tmp_path):
     assert len(untrained) == 2  # an untrained network is its seed's
 
 
+def test_methods_with_other_pretraining_views_share_their_common_networks_control(tmp_path):
+    """ReSSL's teacher view has no colour jitter, HCL's views do: the evaluation reads neither, so
+    one seed's untrained small CNN is one control for both (one directory, one entry in a
+    table's control line); another evaluation view (crop size) is another control."""
+    hcl = controls.write_control(tiny(tmp_path, "configs/pretrain/fashionmnist/hcl.yaml"), controls.UNTRAINED, tmp_path)
+    ressl = controls.write_control(tiny(tmp_path, "configs/pretrain/fashionmnist/ressl.yaml"), controls.UNTRAINED,
+                                   tmp_path)  # fmt: skip
+    assert hcl == ressl
+    resized = prepare(SIMCLR, [*TINY, "seed=0", "name=run", f"checkpoint.dir={tmp_path}",
+                               "augmentations.0.crop_size=24"])  # fmt: skip
+    assert controls.write_control(resized, controls.UNTRAINED, tmp_path) != hcl
+
+
 def test_a_smoke_evaluation_is_cached_apart_from_the_full_one(tmp_path, monkeypatch):
     """The budget is part of the cache key: a smoke evaluation (2,000 / 1,000 images) goes to
     eval-smoke.json, the full one (here tests/linear-tiny.yaml's subsets) to eval.json, and
