@@ -225,6 +225,9 @@ def comparison_figure(
             continue
         ax = axes[1][col]
         pairs = [p for p in pair_rows if p["key"] == key]
+        if not pairs:  # a metric no pair is read on (kNN coarse in a reproduce table)
+            ax.axis("off")
+            continue
         for j, p in enumerate(pairs):
             iv = p["interval"]
             holds_zero = iv.within_noise is not False
