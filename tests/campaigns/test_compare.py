@@ -88,7 +88,9 @@ def test_second_compare_reuses_runs_and_reads_a_robust_evaluation(compared):
     robust = ["robust-eval", "--checkpoint", str(run), "--quiet", "device=cpu",
               "data.batch_size=64", "data.train_subset=128", "data.val_subset=64",
               "linear.epochs=1", "linear.attack.steps=1", "evaluation.attacks.pgd20_8.steps=2",
-              "evaluation.attacks.pgd20_16=null"]  # fmt: skip
+              "evaluation.attacks.pgd20_16=null", "evaluation.attacks.pgd20_01=null",
+              "evaluation.attacks.aa_8=null", "evaluation.attacks.aa_16=null", "evaluation.attacks.aa_01=null",
+              "evaluation.diagnostics.enabled=false"]  # compare reads its PGD column: no AutoAttack, no diagnostics  # fmt: skip
     assert main(robust) == 0
     assert main(compare_args(compared)) == 0
     assert {p: p.stat().st_mtime for p in stamps} == stamps  # neither retrained nor re-evaluated
