@@ -42,6 +42,21 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def started(folder: Path, *args: str) -> tuple[subprocess.Popen, Path, Path]:
+    """The command started in the background, its output into files (a pipe nobody reads would
+    stall it once full)."""
+    out, err = folder / "stdout.txt", folder / "stderr.txt"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([sys.executable, "-m", "solo_hyper", *args], stdout=o, stderr=e,
+                                text=True, cwd=ROOT)  # fmt: skip
+    return proc, out, err
+
+
+def finished(proc: subprocess.Popen, out: Path, err: Path) -> subprocess.CompletedProcess:
+    proc.wait(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
+
+
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> dict:
     """pretrain, knn, linear of one tiny run; compare of two configs over two seeds."""
@@ -51,18 +66,24 @@ def session(tmp_path_factory) -> dict:
         pytest.fail("Fashion-MNIST is required: run ./scripts/bootstrap.sh")
     tmp = tmp_path_factory.mktemp("first-hour")
     run = tmp / "runs" / "hcl-fashionmnist"
-    procs = {
-        "pretrain": cli("pretrain", "--config", CONFIGS[1], "max_epochs=1",
-                        f"checkpoint.dir={tmp / 'runs'}", *TINY),  # fmt: skip
-    }
-    procs["knn"] = cli("knn", "--checkpoint", str(run), "--k", "5", "10", "--delta-points", "50",
-                       "--train-subset", "512", "--val-subset", "256")  # fmt: skip
-    procs["linear"] = cli("linear", "--checkpoint", str(run), "data.train_subset=512",
-                          "data.val_subset=256")  # fmt: skip
-    procs["compare"] = cli(
-        "compare", "--configs", *CONFIGS, "--seeds", "0", "1", "--epochs", "1",
+    # compare beside the pretrain -> knn -> linear chain (independent: other directories; their
+    # single-threaded start-ups overlap on two cores)
+    compare = started(
+        tmp, "compare", "--configs", *CONFIGS, "--seeds", "0", "1", "--epochs", "1",
         "--out", str(tmp / "compare"), "--linear-config", "tests/linear-tiny.yaml", "--set", *TINY,
     )  # fmt: skip
+    try:
+        procs = {
+            "pretrain": cli("pretrain", "--config", CONFIGS[1], "max_epochs=1",
+                            f"checkpoint.dir={tmp / 'runs'}", *TINY),  # fmt: skip
+        }
+        procs["knn"] = cli("knn", "--checkpoint", str(run), "--k", "5", "10", "--delta-points", "50",
+                           "--train-subset", "512", "--val-subset", "256")  # fmt: skip
+        procs["linear"] = cli("linear", "--checkpoint", str(run), "data.train_subset=512",
+                              "data.val_subset=256")  # fmt: skip
+        procs["compare"] = finished(*compare)
+    finally:
+        compare[0].kill()
     return {"procs": procs, "run": run, "compare": tmp / "compare"}
 
 
